@@ -1,0 +1,9 @@
+// One binding function per core layer; module.cpp calls them all.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace flagos::python {
+void bindRuntime(pybind11::module_& m);   // runtime_bindings.cpp
+void bindDispatch(pybind11::module_& m);  // dispatch_bindings.cpp
+}  // namespace flagos::python

@@ -1,0 +1,80 @@
+/*
+ * flagos vendor ABI — the optional runtime compiler.
+ *
+ * A plugin whose SDK can compile at run time (OpenCL C, CUDA C through NVRTC,
+ * C through the system compiler) fills this table; the core's kernel
+ * generator then emits source in `language`, builds it, caches the binary
+ * on disk and launches it. Without it (vendor tables point to NULL) the
+ * generated tier is skipped.
+ */
+#ifndef FLAGOS_COMPILER_H_
+#define FLAGOS_COMPILER_H_
+
+#include "flagos/status.h"
+#include "flagos/stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Opaque handle to a built or loaded program (one or more kernels). */
+typedef struct flagosProgram_st* flagosProgram_t;
+
+/** Kinds of kernel arguments. */
+typedef int32_t flagosArgKind_t;
+/** value points to a void* holding a device address (the plugin translates
+ * it, e.g. to a cl_mem plus offset). */
+#define FLAGOS_ARG_DEVICE_PTR ((flagosArgKind_t)1)
+/** value points to `size` bytes passed by value (ints, floats, structs). */
+#define FLAGOS_ARG_BYTES ((flagosArgKind_t)2)
+
+/** One kernel argument. */
+typedef struct flagosKernelArg {
+  flagosArgKind_t kind;
+  uint32_t size;      /**< Bytes behind value (sizeof(void*) for DEVICE_PTR). */
+  const void* value;  /**< Read during kernelLaunch only. */
+} flagosKernelArg;
+
+/** The compiler table. Every member is required when the table is present. */
+typedef struct flagosCompilerTable {
+  uint32_t struct_size;  /**< sizeof(flagosCompilerTable) as built. */
+
+  /** Source language the generator must emit: "opencl-c", "c", "cuda-c". */
+  const char* language;
+
+  /** Compile @p source for physical @p device with @p options (may be "").
+   * Blocking; thread-safe (the core compiles from a background pool).
+   * @returns FLAGOS_ERROR_COMPILE with the build log in the last-error
+   *          string when the source is rejected. */
+  flagosStatus_t (*programBuild)(int32_t device, const char* source, const char* options,
+                                 flagosProgram_t* program);
+
+  /** Serialize @p program for the on-disk cache. Call with buffer NULL to
+   * learn the size, then with a buffer of *size bytes. */
+  flagosStatus_t (*programGetBinary)(flagosProgram_t program, void* buffer, uint64_t* size);
+
+  /** Recreate a program from programGetBinary's bytes.
+   * @returns FLAGOS_ERROR_COMPILE for a binary this device/driver cannot
+   *          load (the core then rebuilds from source). */
+  flagosStatus_t (*programLoadBinary)(int32_t device, const void* binary, uint64_t size,
+                                      flagosProgram_t* program);
+
+  /** Free @p program; launches already enqueued still complete. */
+  flagosStatus_t (*programDestroy)(flagosProgram_t program);
+
+  /** Enqueue kernel @p name of @p program on @p stream.
+   * @param global work items per dimension (work_dim values).
+   * @param local  work-group size per dimension, or NULL to let the plugin choose.
+   * @returns FLAGOS_ERROR_INVALID_ARGUMENT for an unknown kernel name or a
+   *          wrong argument count. */
+  flagosStatus_t (*kernelLaunch)(flagosProgram_t program, const char* name,
+                                 const flagosKernelArg* args, int32_t num_args, int32_t work_dim,
+                                 const uint64_t* global, const uint64_t* local,
+                                 flagosStream_t stream);
+} flagosCompilerTable;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FLAGOS_COMPILER_H_ */

@@ -1,0 +1,86 @@
+/*
+ * flagos vendor ABI — the device table: probe, enumerate, select, synchronize.
+ *
+ * Device indices in this table are the plugin's *physical* indices, 0 ..
+ * count-1. The core maps PyTorch's logical indices onto them
+ * (FLAGOS_VISIBLE_DEVICES), so a plugin never sees logical indices.
+ */
+#ifndef FLAGOS_DEVICE_H_
+#define FLAGOS_DEVICE_H_
+
+#include "flagos/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** What probe() learned about the SDK and driver. Written by the plugin;
+ * the core zero-fills it and sets struct_size before the call. */
+typedef struct flagosProbeInfo {
+  uint32_t struct_size;      /**< sizeof(flagosProbeInfo) as the core knows it. */
+  int32_t device_count;      /**< Usable devices found (0 when unavailable). */
+  char sdk_name[64];         /**< e.g. "OpenCL", "CUDA", "host". NUL-terminated. */
+  char sdk_version[64];      /**< SDK/runtime version string. */
+  char driver_version[64];   /**< Driver version string ("" if none). */
+  char reason[256];          /**< Why the plugin is unusable; "" when usable. */
+} flagosProbeInfo;
+
+/** Static properties of one physical device. The core zero-fills it and
+ * sets struct_size before the call. */
+typedef struct flagosDeviceProperties {
+  uint32_t struct_size;      /**< sizeof(flagosDeviceProperties) as the core knows it. */
+  int32_t compute_units;     /**< Multiprocessors / compute units / cores. */
+  uint64_t total_memory;     /**< Bytes of device memory the plugin will hand out. */
+  int32_t capability_major;  /**< Vendor architecture version, 0 if meaningless. */
+  int32_t capability_minor;
+  char name[256];            /**< Marketing name, NUL-terminated. */
+  char arch[64];             /**< Architecture string; part of kernel-cache keys. */
+} flagosDeviceProperties;
+
+/** The device table. Every member is required (non-NULL). */
+typedef struct flagosDeviceTable {
+  uint32_t struct_size;  /**< sizeof(flagosDeviceTable) as the plugin was built. */
+
+  /** Is the SDK/driver present and is there at least one device?
+   * Called once, before init(); must be cheap and must not allocate device
+   * memory.
+   * @param info  out: SDK versions, device count, reason when unusable.
+   * @returns FLAGOS_SUCCESS when usable; FLAGOS_ERROR_NO_DEVICE with
+   *          info->reason set when not. Thread-safe. */
+  flagosStatus_t (*probe)(flagosProbeInfo* info);
+
+  /** Bring the plugin up (contexts, queues, memory arenas). Called once,
+   * after a successful probe(), before any other member below.
+   * @returns FLAGOS_SUCCESS, FLAGOS_ERROR_DEVICE, FLAGOS_ERROR_INTERNAL. */
+  flagosStatus_t (*init)(void);
+
+  /** Release everything init() created. Called at most once, at process
+   * exit; the core has already freed its memory and destroyed its streams
+   * and events. May be a no-op. */
+  flagosStatus_t (*shutdown)(void);
+
+  /** @param count out: number of physical devices (same as probe's).
+   * Must not fail after a successful init(). */
+  flagosStatus_t (*getCount)(int32_t* count);
+
+  /** @param device physical index; @param props out (struct_size preset).
+   * @returns FLAGOS_ERROR_INVALID_ARGUMENT for a bad index. */
+  flagosStatus_t (*getProperties)(int32_t device, flagosDeviceProperties* props);
+
+  /** Make @p device current for the calling thread (like cudaSetDevice).
+   * Calls that take no explicit device act on the current one. */
+  flagosStatus_t (*setCurrent)(int32_t device);
+
+  /** @param device out: the calling thread's current device (0 initially). */
+  flagosStatus_t (*getCurrent)(int32_t* device);
+
+  /** Block until all work queued on every stream of @p device is done.
+   * @returns FLAGOS_SUCCESS or the first asynchronous error seen. */
+  flagosStatus_t (*synchronize)(int32_t device);
+} flagosDeviceTable;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FLAGOS_DEVICE_H_ */

@@ -1,0 +1,119 @@
+/*
+ * flagos vendor ABI v1 — the contract between the flagos core and a vendor
+ * plugin.
+ *
+ * A plugin is one shared library, loaded with RTLD_LOCAL, that exports one
+ * symbol, FLAGOS_VENDOR_ENTRY_SYMBOL ("flagosVendorGetTables_v1"). The core
+ * calls it once; the plugin fills a flagosVendorTables with pointers to its
+ * static function tables. No PyTorch and no C++ type crosses this boundary:
+ * the headers are C99 with fixed-width fields.
+ *
+ * Versioning (after DLPack and NCCL's plugin headers):
+ *  - MAJOR changes when an existing struct layout or a call's meaning
+ *    changes. The core refuses a plugin whose major differs from its own,
+ *    and says so by name.
+ *  - MINOR changes when members are appended to the END of a table. Tables
+ *    are append-only: nothing is removed, reordered or retyped within a
+ *    major. Each table starts with struct_size, so the core reads only the
+ *    members a plugin built against an older minor knows and treats the
+ *    rest as NULL. A plugin with a newer minor than the core works too (the
+ *    core ignores what it does not know).
+ *
+ * Rules for every call in every table:
+ *  - returns a flagosStatus_t (status.h) and writes results through
+ *    out-parameters; never throws, never aborts the process;
+ *  - on failure leaves a human-readable message for the calling thread,
+ *    returned by flagosVendorTables.getLastError;
+ *  - is thread-safe unless its comment says otherwise.
+ *
+ * The split into files follows the tables:
+ *   status.h       status codes, dtypes
+ *   device.h       probe, count, properties, current device, synchronize
+ *   memory.h       malloc/free, copies, fill, memory info, pinned host memory
+ *   stream.h       streams and events
+ *   kernel.h       native kernels by operator semantic ID
+ *   compiler.h     optional runtime compiler (generated kernels)
+ *   collectives.h  optional collective-communication library
+ */
+#ifndef FLAGOS_VENDOR_H_
+#define FLAGOS_VENDOR_H_
+
+#include "flagos/collectives.h"
+#include "flagos/compiler.h"
+#include "flagos/device.h"
+#include "flagos/kernel.h"
+#include "flagos/memory.h"
+#include "flagos/status.h"
+#include "flagos/stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** ABI major version of these headers. */
+#define FLAGOS_ABI_VERSION_MAJOR 1
+/** ABI minor version of these headers. */
+#define FLAGOS_ABI_VERSION_MINOR 0
+
+/** Name of the one symbol a plugin exports (the major is in the name, so a
+ * library built for another major is found to lack it). */
+#define FLAGOS_VENDOR_ENTRY_SYMBOL "flagosVendorGetTables_v1"
+
+/** Ranks of plugins under backend "auto": the highest usable one wins.
+ * Real accelerators rank above CPU-hosted devices. */
+#define FLAGOS_PRIORITY_ACCELERATOR 100
+#define FLAGOS_PRIORITY_CPU_HOSTED 10
+
+/** Everything a plugin provides. */
+typedef struct flagosVendorTables {
+  uint32_t struct_size;  /**< sizeof(flagosVendorTables) as the plugin was built. */
+  uint16_t abi_major;    /**< FLAGOS_ABI_VERSION_MAJOR the plugin was built with. */
+  uint16_t abi_minor;    /**< FLAGOS_ABI_VERSION_MINOR the plugin was built with. */
+
+  /** Backend name users select with FLAGOS_BACKEND ("host", "opencl",
+   * "cuda"): lower-case letters, digits and '_'; static lifetime. */
+  const char* name;
+  /** Plugin version string for reports ("1.0.0"); static lifetime. */
+  const char* version;
+  /** Rank under "auto": FLAGOS_PRIORITY_ACCELERATOR for real accelerators,
+   * FLAGOS_PRIORITY_CPU_HOSTED for devices that run on the host CPU. */
+  int32_t priority;
+  /** Non-zero when device addresses are also valid host addresses (a
+   * CPU-hosted device). The core still never relies on it for correctness;
+   * tools may use it for zero-copy inspection. */
+  int32_t host_addressable;
+
+  const flagosDeviceTable* device;  /**< Required. */
+  const flagosMemoryTable* memory;  /**< Required. */
+  const flagosStreamTable* stream;  /**< Required. */
+  /** Optional (NULL: no native kernels; every operator takes the generated,
+   * decomposition or host tier). */
+  const flagosKernelTable* kernels;
+  /** Optional (NULL: no runtime compiler; the generated tier is skipped). */
+  const flagosCompilerTable* compiler;
+  /** Optional (NULL: collectives are staged through the host over gloo). */
+  const flagosCollectiveTable* collectives;
+
+  /** The calling thread's last error message ("" if none). Required; the
+   * string stays valid until the thread's next call into the plugin. */
+  const char* (*getLastError)(void);
+} flagosVendorTables;
+
+/** Type of the entry point. The core passes the ABI version it speaks and a
+ * zero-filled @p tables with struct_size set; the plugin fills it.
+ * @returns FLAGOS_SUCCESS; FLAGOS_ERROR_ABI_MISMATCH if the plugin cannot
+ *          serve @p core_abi_major. Must not touch the SDK (probe does). */
+typedef flagosStatus_t (*flagosVendorGetTablesFn)(uint16_t core_abi_major,
+                                                  uint16_t core_abi_minor,
+                                                  flagosVendorTables* tables);
+
+/** Declaration of the entry point a plugin defines (C linkage, exported). */
+FLAGOS_EXPORT flagosStatus_t flagosVendorGetTables_v1(uint16_t core_abi_major,
+                                                      uint16_t core_abi_minor,
+                                                      flagosVendorTables* tables);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FLAGOS_VENDOR_H_ */

@@ -1,0 +1,42 @@
+"""Build: CMake compiles the core extension and the vendor plugins against the
+installed torch; setuptools only packages the results.
+
+    pip install --no-build-isolation .        # install
+    pip install --no-build-isolation -e .     # develop (outputs land in python/)
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        import torch
+
+        out_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
+        build_dir = ROOT / "build" / "cmake"
+        build_dir.mkdir(parents=True, exist_ok=True)
+        jobs = os.environ.get("FLAGOS_BUILD_JOBS", "2")
+        cfg = [
+            "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
+            f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
+            f"-DPython3_EXECUTABLE={sys.executable}",
+            f"-DFLAGOS_PY_OUTPUT_DIR={out_dir}",
+            f"-DFLAGOS_BUILD_TESTS={os.environ.get('FLAGOS_BUILD_TESTS', 'ON')}",
+        ]
+        subprocess.check_call(cfg)
+        subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
+
+
+setup(
+    ext_modules=[Extension("flagos_torchfl._C", sources=[])],
+    cmdclass={"build_ext": CMakeBuild},
+    package_data={"flagos_torchfl": ["plugins/*.so"]},
+)
