@@ -1,0 +1,106 @@
+// The plugin's two environment variables, read by probe() and init():
+//
+//   FLAGOS_HOST_DEVICES       number of host devices, 0..64 (default 1;
+//                             0 makes probe() report "no device").
+//   FLAGOS_HOST_MEMORY_LIMIT  bytes of memory per device: an integer with an
+//                             optional suffix K, M, G, T (also KB/KiB, ...;
+//                             all binary, case-insensitive), at least 4K.
+//                             Default: half of the physical RAM.
+//
+// An empty variable counts as unset. Garbage is never silently replaced by a default: probe() fails
+// and its reason names the variable and the value.
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "host.h"
+
+namespace flagos_host {
+namespace {
+
+constexpr int32_t kMaxDevices = 64;
+constexpr uint64_t kMinMemoryLimit = 4096;
+
+std::string trim(const char* text) {
+  std::string s(text);
+  const auto first = s.find_first_not_of(" \t\n");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t\n") - first + 1);
+}
+
+// Parses leading decimal digits of @p s into @p value; returns the number of
+// characters used (0 on no digits or overflow).
+size_t parseDigits(const std::string& s, uint64_t* value) {
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return 0;
+  errno = 0;
+  char* end = nullptr;
+  *value = std::strtoull(s.c_str(), &end, 10);
+  if (errno == ERANGE) return 0;
+  return static_cast<size_t>(end - s.c_str());
+}
+
+bool parseDeviceCount(const char* text, int32_t* count, std::string* error) {
+  const std::string s = trim(text);
+  uint64_t value = 0;
+  if (parseDigits(s, &value) != s.size() || s.empty() || value > kMaxDevices) {
+    *error = "FLAGOS_HOST_DEVICES='" + std::string(text) + "' is not a number of devices (0.." +
+             std::to_string(kMaxDevices) + ")";
+    return false;
+  }
+  *count = static_cast<int32_t>(value);
+  return true;
+}
+
+// Binary multiplier of a size suffix ("", "k", "KiB", "mb", ...), 0 if unknown.
+uint64_t suffixMultiplier(std::string suffix) {
+  for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (suffix.empty() || suffix == "b") return 1;
+  const std::string units = "kmgt";
+  const auto unit = units.find(suffix[0]);
+  const std::string rest = suffix.substr(1);
+  if (unit == std::string::npos || !(rest.empty() || rest == "b" || rest == "ib")) return 0;
+  return uint64_t{1} << (10 * (unit + 1));
+}
+
+bool parseMemoryLimit(const char* text, uint64_t* bytes, std::string* error) {
+  const std::string s = trim(text);
+  uint64_t value = 0;
+  const size_t digits = parseDigits(s, &value);
+  const uint64_t multiplier = digits > 0 ? suffixMultiplier(trim(s.c_str() + digits)) : 0;
+  if (multiplier == 0 || value > UINT64_MAX / multiplier || value * multiplier < kMinMemoryLimit) {
+    *error = "FLAGOS_HOST_MEMORY_LIMIT='" + std::string(text) +
+             "' is not a size in bytes of at least 4K (examples: 1073741824, 512M, 2GiB)";
+    return false;
+  }
+  *bytes = value * multiplier;
+  return true;
+}
+
+uint64_t defaultMemoryLimit() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return uint64_t{1} << 30;  // unknown RAM: 1 GiB
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 2;
+}
+
+}  // namespace
+
+bool loadConfig(Config* config, std::string* error) {
+  Config result;
+  const char* devices = std::getenv("FLAGOS_HOST_DEVICES");
+  if (devices != nullptr && *devices != '\0' &&
+      !parseDeviceCount(devices, &result.device_count, error))
+    return false;
+  const char* limit = std::getenv("FLAGOS_HOST_MEMORY_LIMIT");
+  result.memory_limit = defaultMemoryLimit();
+  if (limit != nullptr && *limit != '\0' && !parseMemoryLimit(limit, &result.memory_limit, error))
+    return false;
+  *config = result;
+  return true;
+}
+
+}  // namespace flagos_host

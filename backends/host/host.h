@@ -1,0 +1,197 @@
+// Internal header of the host reference plugin. Nothing here crosses the ABI:
+// the core sees only the C tables that entry.cpp hands out.
+//
+// Files, one per table section (see README.md):
+//   entry.cpp   the exported entry point and getLastError
+//   error.cpp   per-thread last error, the boundary guard
+//   config.cpp  FLAGOS_HOST_DEVICES / FLAGOS_HOST_MEMORY_LIMIT
+//   device.cpp  device table: probe, init, current device, synchronize
+//   arena.cpp   one device's memory arena (arena.h)
+//   memory.cpp  memory table: malloc/free, copies, fill, pinned host memory
+//   stream.cpp  streams: one worker thread each
+//   event.cpp   events: markers the stream workers complete
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "arena.h"
+#include "flagos/vendor.h"
+
+namespace flagos_host {
+
+// Reported as flagosVendorTables.version and flagosProbeInfo.sdk_version.
+constexpr const char* kVersion = "1.0.0";
+
+// ---------------------------------------------------------------- errors ---
+
+// Records a printf-style message as the calling thread's last error and
+// returns @p status, so that failures read `return fail(STATUS, "...", ...)`.
+// Never throws.
+flagosStatus_t fail(flagosStatus_t status, const char* format, ...) noexcept
+    __attribute__((format(printf, 2, 3)));
+
+// The calling thread's last error ("" if none); entry.cpp exposes it as
+// flagosVendorTables.getLastError.
+const char* lastError() noexcept;
+
+// Note [ABI boundary]
+// Every function in a table runs its body through guard(): C++ exceptions
+// (std::bad_alloc from a container, std::system_error from std::thread, a
+// bug) must never unwind into the C caller. They become
+// FLAGOS_ERROR_INTERNAL with the exception's message. Work that runs later
+// on a stream worker is guarded the same way by the worker (stream.cpp).
+template <typename Body>
+flagosStatus_t guard(const char* call, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return fail(FLAGOS_ERROR_INTERNAL, "host %s: internal error: %s", call, e.what());
+  } catch (...) {
+    return fail(FLAGOS_ERROR_INTERNAL, "host %s: internal error: unknown exception", call);
+  }
+}
+
+// ---------------------------------------------------------------- config ---
+
+// What the environment asks for. Read by probe() (to report) and by init()
+// (to build the devices); see config.cpp for the accepted syntax.
+struct Config {
+  int32_t device_count = 1;
+  uint64_t memory_limit = 0;  // bytes per device
+};
+
+// Fills @p config from the environment. On garbage returns false and writes
+// a message naming the variable and the value to @p error.
+bool loadConfig(Config* config, std::string* error);
+
+// ------------------------------------------------------- devices, state ---
+
+struct Device {
+  int32_t index = 0;
+  std::unique_ptr<Arena> arena;
+  // Live streams of this device, for device-wide synchronize and shutdown.
+  // Held while synchronizing so that a stream cannot be destroyed under it.
+  std::mutex streams_mutex;
+  std::vector<flagosStream_t> streams;
+};
+
+// The plugin's global state, created on first use and never destroyed (so
+// that no static destructor runs while a stream worker may still be alive
+// at process exit). devices is written only by init() and shutdown(), which
+// the core calls before and after every other member.
+struct State {
+  std::mutex init_mutex;
+  std::atomic<bool> initialized{false};  // set after devices is filled
+  std::vector<std::unique_ptr<Device>> devices;
+};
+State& state();
+
+// The device with physical index @p index, or nullptr after recording an
+// INVALID_ARGUMENT message naming @p call (also before init()).
+Device* findDevice(const char* call, int32_t index) noexcept;
+
+// The arena holding [ptr, ptr + bytes), or nullptr (the range is not device
+// memory of any device). Lock-free: arena bounds never change after init().
+Arena* findArena(const void* ptr, uint64_t bytes) noexcept;
+
+// Waits for every stream of @p device; the first asynchronous error, if any.
+flagosStatus_t synchronizeDevice(Device* device);
+
+// --------------------------------------------------------------- tables ---
+
+const flagosDeviceTable* deviceTable();
+const flagosMemoryTable* memoryTable();
+const flagosStreamTable* streamTable();
+
+// Event members of the stream table, defined in event.cpp.
+flagosStatus_t eventCreate(int32_t device, uint32_t flags, flagosEvent_t* event) noexcept;
+flagosStatus_t eventDestroy(flagosEvent_t event) noexcept;
+flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept;
+flagosStatus_t eventQuery(flagosEvent_t event) noexcept;
+flagosStatus_t eventSynchronize(flagosEvent_t event) noexcept;
+flagosStatus_t eventElapsedTime(float* ms, flagosEvent_t start, flagosEvent_t end) noexcept;
+flagosStatus_t streamWaitEvent(flagosStream_t stream, flagosEvent_t event) noexcept;
+
+// Handles carry a magic word so that a destroyed or foreign handle is caught
+// as INVALID_ARGUMENT in the common cases (a debugging aid, not a guarantee).
+constexpr uint32_t kStreamMagic = 0x5354524du;  // "STRM"
+constexpr uint32_t kEventMagic = 0x4556544eu;   // "EVTN"
+
+// Checks a stream handle passed to @p call; records the message on failure.
+bool validStream(const char* call, flagosStream_t stream) noexcept;
+
+}  // namespace flagos_host
+
+// ------------------------------------------------------ opaque handles ---
+// The C headers declare these structs; only the plugin defines them.
+
+// A stream: a FIFO of work run in order by one worker thread.
+struct flagosStream_st {
+  using Task = std::function<void()>;
+
+  explicit flagosStream_st(int32_t device);
+  ~flagosStream_st();  // drains the queue and joins the worker
+
+  // Appends @p task; the worker runs it after everything queued before.
+  void enqueue(Task task);
+  // Blocks until the work queued before this call is done.
+  flagosStatus_t synchronize();
+  // SUCCESS when idle, NOT_READY while work is pending.
+  flagosStatus_t query();
+
+  uint32_t magic = flagos_host::kStreamMagic;
+  const int32_t device;
+
+ private:
+  void run();                  // the worker's loop
+  flagosStatus_t takeError();  // reports a failed task once; mu_ held
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // worker: work arrived or stop
+  std::condition_variable done_cv_;  // waiters: a task completed
+  std::deque<Task> queue_;
+  uint64_t enqueued_ = 0;   // tasks ever queued
+  uint64_t completed_ = 0;  // tasks ever finished
+  bool stop_ = false;
+  flagosStatus_t error_ = FLAGOS_SUCCESS;  // first failed task, until reported
+  std::string error_message_;
+  std::thread worker_;  // last: started once the members above exist
+};
+
+namespace flagos_host {
+
+// One recorded point in a stream. eventRecord enqueues a task that completes
+// a fresh marker; waiting on the event waits on the marker captured at the
+// time of the call. Markers are shared with the queued tasks, so destroying
+// an event never leaves a worker with a dangling pointer.
+struct Marker {
+  void complete(bool timestamp);
+  void wait();
+  bool done();
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool is_done = false;
+  std::chrono::steady_clock::time_point when{};
+};
+
+}  // namespace flagos_host
+
+struct flagosEvent_st {
+  uint32_t magic = flagos_host::kEventMagic;
+  int32_t device = 0;
+  uint32_t flags = 0;
+  std::mutex mu;
+  std::shared_ptr<flagos_host::Marker> last;  // nullptr: never recorded
+};

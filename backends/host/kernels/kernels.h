@@ -1,0 +1,95 @@
+// Native kernels of the host plugin, by semantic ID (kernel.h, ops.h).
+//
+// Files:
+//   table.cpp     the flagosKernelTable (flagos_host_kernel_table)
+//   common.cpp    owned descriptor copies, submit() onto a stream, the pool
+//   pointwise.cpp unary/binary/ternary elementwise ops and their backwards
+//   reduce.cpp    sum/mean/amax/amin/max/min/argmax/argmin, softmax family
+//   gemm.cpp      mm/addmm/bmm/baddbmm through OpenBLAS
+//
+// Note [Host kernels run on the stream]
+// A kernel checks what it can handle (dtypes, ranks) synchronously and
+// returns FLAGOS_ERROR_NOT_SUPPORTED at once when it cannot (the core then
+// takes the next tier); otherwise it copies the descriptors (they die when
+// the call returns) and enqueues the computation on the stream's worker, so
+// it is ordered with the copies and kernels queued before it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "flagos/kernel.h"
+
+// The plugin's kernel table; entry.cpp puts it into flagosVendorTables.
+const flagosKernelTable* flagos_host_kernel_table(void);
+
+namespace flagos_host::kernels {
+
+// An owned copy of a flagosTensor.
+struct Tensor {
+  char* data = nullptr;
+  flagosDtype_t dtype = 0;
+  int32_t ndim = 0;
+  int64_t shape[FLAGOS_MAX_DIMS] = {};
+  int64_t strides[FLAGOS_MAX_DIMS] = {};  // in elements
+
+  bool defined() const { return data != nullptr || ndim >= 0; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; ++i) n *= shape[i];
+    return n;
+  }
+  int64_t size(int d) const { return shape[d]; }
+  bool contiguous() const {
+    int64_t expect = 1;
+    for (int i = ndim - 1; i >= 0; --i) {
+      if (shape[i] != 1 && strides[i] != expect) return false;
+      expect *= shape[i];
+    }
+    return true;
+  }
+  template <typename T>
+  T* ptr() const { return reinterpret_cast<T*>(data); }
+};
+
+Tensor copyTensor(const flagosTensor& t);
+
+// Enqueue @p work on @p stream (see the Note above). Returns
+// FLAGOS_ERROR_INVALID_ARGUMENT for a bad handle.
+flagosStatus_t submit(flagosStream_t stream, std::function<void()> work);
+
+// Runs body(begin, end) over [0, n) in chunks of at least @p grain on the
+// kernel thread pool (and the calling thread). Serial below 2 * grain.
+void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+
+// Typed dispatch over float32/float64; returns false for other dtypes.
+template <typename F>
+bool dispatchFloating(flagosDtype_t dtype, F&& f) {
+  if (dtype == FLAGOS_DTYPE_FLOAT32) { f(float{}); return true; }
+  if (dtype == FLAGOS_DTYPE_FLOAT64) { f(double{}); return true; }
+  return false;
+}
+
+// float32/float64/int32/int64.
+template <typename F>
+bool dispatchNumeric(flagosDtype_t dtype, F&& f) {
+  if (dispatchFloating(dtype, f)) return true;
+  if (dtype == FLAGOS_DTYPE_INT32) { f(int32_t{}); return true; }
+  if (dtype == FLAGOS_DTYPE_INT64) { f(int64_t{}); return true; }
+  return false;
+}
+
+// A scalar argument as T (absent -> fallback value).
+template <typename T>
+T scalarAs(const flagosScalar& s, T fallback = T{}) {
+  if (s.dtype == 0) return fallback;
+  if (s.dtype == FLAGOS_DTYPE_FLOAT64 || s.dtype == FLAGOS_DTYPE_FLOAT32) return static_cast<T>(s.f);
+  return static_cast<T>(s.i);
+}
+
+// Kernel entry points, one per family file.
+void addPointwiseKernels(void (*add)(const char*, flagosKernelFn));
+void addReduceKernels(void (*add)(const char*, flagosKernelFn));
+void addGemmKernels(void (*add)(const char*, flagosKernelFn));
+
+}  // namespace flagos_host::kernels

@@ -1,0 +1,186 @@
+// Streams: one worker thread per stream runs the stream's queued work (async
+// copies, fills, event records, waits on events) strictly in order, while the
+// caller returns at once. A real device's stream would be a queue in its SDK;
+// the contract (stream.h) is the same.
+#include <algorithm>
+#include <cstring>
+#include <system_error>
+
+#include "host.h"
+
+// ------------------------------------------------------------ the worker
+
+flagosStream_st::flagosStream_st(int32_t device_index)
+    : device(device_index), worker_([this] { run(); }) {}
+
+flagosStream_st::~flagosStream_st() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;  // the worker exits once the queue is empty
+  }
+  work_cv_.notify_one();
+  worker_.join();
+  magic = 0;  // a later call with this handle fails validStream (usually)
+}
+
+void flagosStream_st::enqueue(Task task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+    ++enqueued_;
+  }
+  work_cv_.notify_one();
+}
+
+void flagosStream_st::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop_ and drained
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    // See Note [ABI boundary]: an exception must not escape the thread
+    // (std::terminate); it becomes the stream's asynchronous error.
+    std::string error;
+    try {
+      task();
+    } catch (const std::exception& e) {
+      error = e.what();
+    } catch (...) {
+      error = "unknown exception";
+    }
+    task = nullptr;  // release captures (markers, ...) before reporting done
+    lock.lock();
+    if (!error.empty() && error_ == FLAGOS_SUCCESS) {
+      error_ = FLAGOS_ERROR_INTERNAL;
+      error_message_ = std::move(error);
+    }
+    ++completed_;
+    done_cv_.notify_all();
+  }
+}
+
+flagosStatus_t flagosStream_st::synchronize() {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Wait for what is queued now, not for work other threads add meanwhile.
+  const uint64_t target = enqueued_;
+  done_cv_.wait(lock, [&] { return completed_ >= target; });
+  return takeError();
+}
+
+flagosStatus_t flagosStream_st::query() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (completed_ < enqueued_) return FLAGOS_ERROR_NOT_READY;  // not an error: no message
+  return takeError();
+}
+
+// A failed task is reported once, by the next synchronize/query, then the
+// stream is clean again (host work has no sticky device state to poison).
+flagosStatus_t flagosStream_st::takeError() {
+  if (error_ == FLAGOS_SUCCESS) return FLAGOS_SUCCESS;
+  const flagosStatus_t status = error_;
+  error_ = FLAGOS_SUCCESS;
+  return flagos_host::fail(status, "host stream (device %d): asynchronous error: %s", device,
+                           error_message_.c_str());
+}
+
+namespace flagos_host {
+
+bool validStream(const char* call, flagosStream_t stream) noexcept {
+  if (stream == nullptr) {
+    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: stream is NULL", call);
+    return false;
+  }
+  if (stream->magic != kStreamMagic) {
+    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: %p is not a live stream", call,
+         static_cast<void*>(stream));
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+// --------------------------------------------------------- table members
+
+flagosStatus_t streamCreate(int32_t device, int32_t priority, flagosStream_t* stream) noexcept {
+  (void)priority;  // a hint; one worker per stream needs no priorities
+  return guard("streamCreate", [&] {
+    if (stream == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host streamCreate: stream is NULL");
+    }
+    *stream = nullptr;
+    Device* d = findDevice("streamCreate", device);
+    if (d == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    std::unique_ptr<flagosStream_st> created;
+    try {
+      created = std::make_unique<flagosStream_st>(device);
+    } catch (const std::system_error& e) {  // no thread to be had (limits)
+      return fail(FLAGOS_ERROR_DEVICE, "host streamCreate: cannot start a worker: %s", e.what());
+    }
+    std::lock_guard<std::mutex> lock(d->streams_mutex);
+    d->streams.push_back(created.get());
+    *stream = created.release();
+    return FLAGOS_SUCCESS;
+  });
+}
+
+// Blocks until the queued work is done (stream.h: "after its queued work
+// completes"), then joins the worker.
+flagosStatus_t streamDestroy(flagosStream_t stream) noexcept {
+  return guard("streamDestroy", [&] {
+    if (!validStream("streamDestroy", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    Device* d = findDevice("streamDestroy", stream->device);
+    if (d == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    {
+      std::lock_guard<std::mutex> lock(d->streams_mutex);
+      auto it = std::find(d->streams.begin(), d->streams.end(), stream);
+      if (it == d->streams.end()) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host streamDestroy: unknown stream %p",
+                    static_cast<void*>(stream));
+      }
+      d->streams.erase(it);
+    }
+    delete stream;
+    return FLAGOS_SUCCESS;
+  });
+}
+
+flagosStatus_t streamSynchronize(flagosStream_t stream) noexcept {
+  return guard("streamSynchronize", [&] {
+    if (!validStream("streamSynchronize", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    return stream->synchronize();
+  });
+}
+
+flagosStatus_t streamQuery(flagosStream_t stream) noexcept {
+  return guard("streamQuery", [&] {
+    if (!validStream("streamQuery", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    return stream->query();
+  });
+}
+
+}  // namespace
+
+const flagosStreamTable* streamTable() {
+  static const flagosStreamTable table = [] {
+    flagosStreamTable t{};
+    t.struct_size = sizeof(t);
+    t.streamCreate = streamCreate;
+    t.streamDestroy = streamDestroy;
+    t.streamSynchronize = streamSynchronize;
+    t.streamQuery = streamQuery;
+    t.streamWaitEvent = streamWaitEvent;
+    t.eventCreate = eventCreate;
+    t.eventDestroy = eventDestroy;
+    t.eventRecord = eventRecord;
+    t.eventQuery = eventQuery;
+    t.eventSynchronize = eventSynchronize;
+    t.eventElapsedTime = eventElapsedTime;
+    return t;
+  }();
+  return &table;
+}
+
+}  // namespace flagos_host
