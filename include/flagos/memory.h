@@ -24,7 +24,10 @@ typedef int32_t flagosMemcpyKind_t;
 #define FLAGOS_MEMCPY_DEVICE_TO_HOST ((flagosMemcpyKind_t)2)
 #define FLAGOS_MEMCPY_DEVICE_TO_DEVICE ((flagosMemcpyKind_t)3)
 
-/** The memory table. Members marked "optional" may be NULL; the comment says
+/** Zero-byte copies and fills succeed without looking at their pointers (an
+ * empty tensor may have a NULL address).
+ *
+ * The memory table. Members marked "optional" may be NULL; the comment says
  * what the core does instead. */
 typedef struct flagosMemoryTable {
   uint32_t struct_size;  /**< sizeof(flagosMemoryTable) as the plugin was built. */
@@ -36,7 +39,9 @@ typedef struct flagosMemoryTable {
   flagosStatus_t (*malloc)(int32_t device, uint64_t bytes, void** ptr);
 
   /** Free an address returned by malloc on @p device. The core only frees
-   * after all streams that used the block have passed it. */
+   * after all streams that used the block have passed it.
+   * @returns FLAGOS_ERROR_INVALID_ARGUMENT for NULL or an address malloc did
+   *          not return (the core never frees NULL). */
   flagosStatus_t (*free)(int32_t device, void* ptr);
 
   /** Synchronous copy of @p bytes. Blocks until the data has arrived.

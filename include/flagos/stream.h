@@ -36,7 +36,7 @@ typedef struct flagosStreamTable {
    * @returns FLAGOS_ERROR_INVALID_ARGUMENT, FLAGOS_ERROR_DEVICE. */
   flagosStatus_t (*streamCreate)(int32_t device, int32_t priority, flagosStream_t* stream);
 
-  /** Destroy @p stream after its queued work completes. */
+  /** Destroy @p stream: blocks until its queued work completes. */
   flagosStatus_t (*streamDestroy)(flagosStream_t stream);
 
   /** Block the caller until all work queued on @p stream is done.
@@ -59,7 +59,9 @@ typedef struct flagosStreamTable {
   flagosStatus_t (*eventDestroy)(flagosEvent_t event);
 
   /** Capture the current tail of @p stream into @p event (re-recording
-   * replaces the previous capture). Returns at once. */
+   * replaces the previous capture). Returns at once.
+   * @returns FLAGOS_ERROR_INVALID_ARGUMENT if the event and the stream
+   *          belong to different devices. */
   flagosStatus_t (*eventRecord)(flagosEvent_t event, flagosStream_t stream);
 
   /** Non-blocking: FLAGOS_SUCCESS when the captured work is done (or the
@@ -72,7 +74,8 @@ typedef struct flagosStreamTable {
   /** Milliseconds between two completed events created with
    * FLAGOS_EVENT_TIMING.
    * @returns FLAGOS_ERROR_NOT_READY if either is pending,
-   *          FLAGOS_ERROR_INVALID_ARGUMENT if either lacks timing. */
+   *          FLAGOS_ERROR_INVALID_ARGUMENT if either lacks timing or was
+   *          never recorded. */
   flagosStatus_t (*eventElapsedTime)(float* ms, flagosEvent_t start, flagosEvent_t end);
 } flagosStreamTable;
 

@@ -23,7 +23,12 @@
  *  - returns a flagosStatus_t (status.h) and writes results through
  *    out-parameters; never throws, never aborts the process;
  *  - on failure leaves a human-readable message for the calling thread,
- *    returned by flagosVendorTables.getLastError;
+ *    returned by flagosVendorTables.getLastError (a successful call may
+ *    leave the previous message in place: read it only after a failure);
+ *  - before device.init() succeeded, every call except probe returns
+ *    FLAGOS_ERROR_INVALID_ARGUMENT ("plugin not initialized");
+ *  - an error in asynchronous work is reported once, by the next
+ *    synchronize or query on that stream/device, then cleared;
  *  - is thread-safe unless its comment says otherwise.
  *
  * The split into files follows the tables:
