@@ -6,7 +6,9 @@
  * data_ptr). A plugin whose SDK hands out handles rather than pointers
  * (OpenCL cl_mem) reserves a virtual address range and maps each address to
  * (buffer, offset) itself. Every address inside an allocation, and one past
- * its end, must be accepted by the copy calls below.
+ * its end, must be accepted by the copy calls below. Addresses are unique
+ * across all devices of a plugin (the core finds a block's device from its
+ * address alone, as from_blob and DLPack need).
  */
 #ifndef FLAGOS_MEMORY_H_
 #define FLAGOS_MEMORY_H_

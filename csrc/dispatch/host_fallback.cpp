@@ -1,0 +1,176 @@
+// The boxed host fallback for PrivateUse1 (its RNG handling, undeclared
+// mutations) and the explicit errors for sparse layouts.
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include "dispatch/host_fallback.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dispatch/op_stats.h"
+#include "runtime/backend.h"
+#include "runtime/generator.h"
+
+namespace flagos {
+namespace {
+
+std::atomic<bool> g_log{[] {
+  const char* v = std::getenv("FLAGOS_LOG_FALLBACK");
+  return v != nullptr && std::string(v) == "1";
+}()};
+
+void logOnce(const std::string& op) {
+  static std::mutex mutex;
+  static auto* logged = new std::set<std::string>();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!logged->insert(op).second) return;
+  fprintf(stderr,
+          "[flagos] %s has no kernel on backend '%s': running it on the host (CPU fallback); "
+          "later calls are only counted (flagos_torchfl.op_stats())\n",
+          op.c_str(), isInitialized() ? backend().name.c_str() : "?");
+}
+
+std::string fullName(const c10::OperatorHandle& op) {
+  const auto& name = op.schema().operator_name();
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+bool isGeneratorType(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  auto opt = type->cast<c10::OptionalType>();
+  return opt && opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
+// The flagos device an operator call is about: its first flagos tensor (or
+// tensor list element), else its Device argument.
+std::optional<c10::Device> callDevice(c10::ArrayRef<c10::IValue> args) {
+  for (const auto& v : args) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_privateuseone())
+      return v.toTensor().device();
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec())
+        if (t.defined() && t.is_privateuseone()) return t.device();
+    }
+  }
+  for (const auto& v : args)
+    if (v.isDevice() && v.toDevice().is_privateuseone()) return v.toDevice();
+  return std::nullopt;
+}
+
+// Note [Random operators in the host fallback]
+// The CPU kernel of a random operator wants a CPU generator: given None it
+// would use the CPU default generator, given a flagos one it would raise.
+// So each Generator? argument is replaced by a CPU twin of the flagos
+// generator the call should use (the one passed, or the device's default),
+// and the twin's advanced state is copied back afterwards, all under the
+// flagos generator's lock. See Note [Generators of the flagos device].
+class GeneratorSwap {
+ public:
+  GeneratorSwap(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+    const auto& schema_args = op.schema().arguments();
+    const size_t n = schema_args.size();
+    const size_t begin = stack->size() - n;
+    for (size_t i = 0; i < n; ++i) {
+      if (!isGeneratorType(schema_args[i].type())) continue;
+      c10::IValue& value = (*stack)[begin + i];
+      at::Generator gen;
+      if (value.isNone()) {
+        auto device = callDevice(c10::ArrayRef<c10::IValue>(stack->data() + begin, n));
+        if (!device) continue;
+        gen = defaultGenerator(device->index());
+      } else {
+        gen = value.toGenerator();
+        TORCH_CHECK(isFlagosGenerator(gen), "flagos: ", fullName(op),
+                    ": expected a generator of the flagos device, got one on ", gen.device());
+      }
+      bool locked = false;
+      for (const auto& s : swaps_) locked |= s.first == gen;
+      if (!locked) locks_.emplace_back(gen.mutex());
+      at::Generator twin = cpuTwin(gen);
+      value = c10::IValue(twin);
+      swaps_.emplace_back(gen, twin);
+    }
+  }
+  void commit() {
+    for (const auto& [gen, twin] : swaps_) adoptState(gen, twin);
+  }
+
+ private:
+  std::vector<std::pair<at::Generator, at::Generator>> swaps_;
+  std::vector<std::unique_lock<std::mutex>> locks_;
+};
+
+// Note [Mutations the schema does not declare]
+// cpu_fallback writes back only arguments annotated (a!). native_batch_norm
+// updates running_mean/running_var in training mode although its schema
+// does not say so; those arguments are staged here and copied back.
+const std::vector<size_t>* undeclaredMutations(const std::string& op) {
+  static const std::vector<size_t> batch_norm_stats{3, 4};
+  if (op == "aten::native_batch_norm" || op == "aten::native_batch_norm.out")
+    return &batch_norm_stats;
+  return nullptr;
+}
+
+void hostFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string name = fullName(op);
+  recordOpCall(name, Tier::Fallback);
+  if (g_log.load(std::memory_order_relaxed)) logOnce(name);
+  GeneratorSwap generators(op, stack);
+  std::vector<std::pair<at::Tensor, at::Tensor>> written_back;  // (device, host)
+  if (const auto* indices = undeclaredMutations(name)) {
+    const size_t begin = stack->size() - op.schema().arguments().size();
+    for (size_t i : *indices) {
+      c10::IValue& v = (*stack)[begin + i];
+      if (!v.isTensor() || !v.toTensor().defined() || !v.toTensor().is_privateuseone()) continue;
+      at::Tensor device_tensor = v.toTensor();
+      at::Tensor host = device_tensor.cpu();
+      v = c10::IValue(host);
+      written_back.emplace_back(std::move(device_tensor), std::move(host));
+    }
+  }
+  // error_on_views: a view computed on a host copy would not alias the
+  // device tensor; every view operator has a core kernel (core_ops.cpp).
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+  generators.commit();
+  for (auto& [device_tensor, host] : written_back) device_tensor.copy_(host);
+}
+
+void sparseUnsupported(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false,
+                              "flagos: sparse tensors are not supported on the flagos "
+                              "device (operator ",
+                              fullName(op), "); use a strided tensor");
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&hostFallback>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparseUnsupported>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparseUnsupported>());
+}
+
+}  // namespace
+
+void setLogFallback(bool enabled) {
+  g_log.store(enabled);
+}
+bool logFallback() {
+  return g_log.load();
+}
+
+}  // namespace flagos

@@ -1,0 +1,171 @@
+// _C bindings of the runtime layer (contract: README.md in this folder).
+// Calls that may block on the device release the GIL; all translate C++
+// errors into Python ones (torch.OutOfMemoryError included).
+#include <ATen/Context.h>
+#include <ATen/core/CachingHostAllocator.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/device_lazy_init.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "python/bindings.h"
+#include "runtime/allocator.h"
+#include "runtime/backend.h"
+#include "runtime/generator.h"
+#include "runtime/host_allocator.h"
+
+namespace py = pybind11;
+
+namespace flagos::python {
+namespace {
+
+c10::DeviceIndex resolve(int device) {
+  return device < 0 ? currentDevice() : static_cast<c10::DeviceIndex>(device);
+}
+
+py::dict backendInfo() {
+  const Backend& b = backend();
+  const flagosVendorTables& t = b.tables;
+  py::dict info;
+  info["name"] = b.name;
+  info["path"] = b.path;
+  info["version"] = t.version ? std::string(t.version) : std::string();
+  info["abi"] = std::to_string(t.abi_major) + "." + std::to_string(t.abi_minor);
+  info["sdk_name"] = std::string(b.probe.sdk_name, strnlen(b.probe.sdk_name, 64));
+  info["sdk_version"] = std::string(b.probe.sdk_version, strnlen(b.probe.sdk_version, 64));
+  info["driver_version"] = std::string(b.probe.driver_version, strnlen(b.probe.driver_version, 64));
+  info["host_addressable"] = t.host_addressable != 0;
+  std::vector<std::string> kernel_ids;
+  if (t.kernels != nullptr)
+    for (int32_t i = 0; i < t.kernels->num_entries; ++i)
+      kernel_ids.emplace_back(t.kernels->entries[i].op_id);
+  info["native_kernels"] = kernel_ids.size();
+  info["kernel_ids"] = kernel_ids;
+  info["compiler"] = t.compiler ? py::object(py::str(t.compiler->language)) : py::none();
+  info["collectives"] =
+      t.collectives ? py::object(py::str(t.collectives->library_name)) : py::none();
+  py::list devices;
+  for (size_t i = 0; i < b.physical_ids.size(); ++i) {
+    flagosDeviceProperties props{};
+    props.struct_size = sizeof(props);
+    check(t.device->getProperties(b.physical_ids[i], &props), "getProperties");
+    py::dict d;
+    d["index"] = i;
+    d["physical"] = b.physical_ids[i];
+    d["name"] = std::string(props.name, strnlen(props.name, sizeof(props.name)));
+    d["arch"] = std::string(props.arch, strnlen(props.arch, sizeof(props.arch)));
+    d["total_memory"] = props.total_memory;
+    d["compute_units"] = props.compute_units;
+    devices.append(d);
+  }
+  info["devices"] = devices;
+  return info;
+}
+
+py::list discoveryReportList() {
+  py::list out;
+  for (const auto& r : discoveryReport()) {
+    py::dict d;
+    d["name"] = r.name;
+    d["path"] = r.path;
+    d["status"] = r.status;
+    d["reason"] = r.reason;
+    d["priority"] = r.priority;
+    out.append(d);
+  }
+  return out;
+}
+
+py::dict memoryStatsDict(int device) {
+  const MemoryStats s = memoryStats(resolve(device));
+  py::dict d;
+  d["allocated"] = s.allocated;
+  d["reserved"] = s.reserved;
+  d["peak_allocated"] = s.peak_allocated;
+  d["peak_reserved"] = s.peak_reserved;
+  d["num_allocs"] = s.num_allocs;
+  d["num_frees"] = s.num_frees;
+  d["num_device_mallocs"] = s.num_device_mallocs;
+  d["num_device_frees"] = s.num_device_frees;
+  d["num_ooms"] = s.num_ooms;
+  d["num_cache_flushes"] = s.num_cache_flushes;
+  d["active_blocks"] = s.active_blocks;
+  d["cached_blocks"] = s.cached_blocks;
+  return d;
+}
+
+// One Python wrapper per default generator, created once and kept (as
+// torch.cuda.default_generators does), so repeated calls return the same
+// object.
+py::object defaultGeneratorObject(int device) {
+  static std::mutex mutex;
+  static std::vector<PyObject*> objects;
+  const c10::DeviceIndex index = resolve(device);
+  const at::Generator& gen = defaultGenerator(index);  // validates the index
+  std::lock_guard<std::mutex> lock(mutex);
+  if (objects.size() <= static_cast<size_t>(index)) objects.resize(index + 1, nullptr);
+  if (objects[index] == nullptr) {
+    objects[index] = THPGenerator_initDefaultGenerator(gen);
+    if (objects[index] == nullptr) throw py::error_already_set();
+  }
+  return py::reinterpret_borrow<py::object>(objects[index]);
+}
+
+}  // namespace
+
+void bindRuntime(py::module_& m) {
+  using torch::wrap_pybind_function;
+  using torch::wrap_pybind_function_no_gil;
+  m.def("_initialize",
+        wrap_pybind_function_no_gil([](const std::string& backend_name,
+                                       const std::vector<std::string>& search_paths,
+                                       const std::string& visible_devices) {
+          initialize(InitOptions{backend_name, search_paths, visible_devices});
+        }),
+        py::arg("backend"), py::arg("search_paths"), py::arg("visible_devices"));
+  m.def("_is_initialized", []() { return isInitialized(); });
+  m.def("_discovery_report", wrap_pybind_function(discoveryReportList));
+  m.def("_backend_info", wrap_pybind_function(backendInfo));
+
+  m.def("_device_count", []() { return static_cast<int>(deviceCount()); });
+  m.def("_get_device", wrap_pybind_function([]() { return static_cast<int>(currentDevice()); }));
+  m.def("_set_device", wrap_pybind_function([](int device) {
+          setCurrentDevice(static_cast<c10::DeviceIndex>(device));
+        }),
+        py::arg("device"));
+  m.def("_synchronize", wrap_pybind_function_no_gil([](int device) {
+          const Backend& b = backend();
+          check(b.tables.device->synchronize(physicalDevice(resolve(device))), "synchronize");
+        }),
+        py::arg("device") = -1);
+
+  m.def("_memory_stats", wrap_pybind_function(memoryStatsDict), py::arg("device"));
+  m.def("_empty_cache", wrap_pybind_function_no_gil([]() {
+          deviceAllocator()->emptyCache();
+          pinnedAllocator()->empty_cache();
+        }));
+  m.def("_reset_peak_memory_stats", wrap_pybind_function([](int device) {
+          deviceAllocator()->resetPeakStats(resolve(device));
+        }),
+        py::arg("device"));
+  m.def("_reset_accumulated_memory_stats", wrap_pybind_function([](int device) {
+          deviceAllocator()->resetAccumulatedStats(resolve(device));
+        }),
+        py::arg("device"));
+  m.def("_mem_get_info", wrap_pybind_function_no_gil([](int device) {
+          return deviceAllocator()->getMemoryInfo(resolve(device));
+        }),
+        py::arg("device"));
+
+  m.def("_get_default_generator", wrap_pybind_function(defaultGeneratorObject), py::arg("device"));
+  m.def("_init_lazy", wrap_pybind_function([]() {
+          torch::utils::register_fork_handler_for_device_init(at::kPrivateUse1);
+          at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
+        }));
+}
+
+}  // namespace flagos::python
