@@ -96,6 +96,8 @@ void probePlugin(Plugin& p) {
   info.reason[sizeof(info.reason) - 1] = '\0';
   p.probe = info;
   if (st == FLAGOS_SUCCESS) {
+    // Probe knows the devices and may re-rank the plugin (device.h).
+    if (info.priority != 0) p.tables.priority = p.report.priority = info.priority;
     p.usable = true;
     p.report.status = "usable";
     p.report.reason.clear();

@@ -23,6 +23,11 @@ typedef struct flagosProbeInfo {
   char sdk_version[64];      /**< SDK/runtime version string. */
   char driver_version[64];   /**< Driver version string ("" if none). */
   char reason[256];          /**< Why the plugin is unusable; "" when usable. */
+  /** Rank under backend "auto" now that the devices are known, overriding
+   * flagosVendorTables.priority; 0 keeps the tables' value. Lets one
+   * plugin rank as an accelerator on a GPU and below the host plugin when
+   * it found only CPU devices (OpenCL on PoCL). */
+  int32_t priority;
 } flagosProbeInfo;
 
 /** Static properties of one physical device. The core zero-fills it and

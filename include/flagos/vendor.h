@@ -81,7 +81,9 @@ typedef struct flagosVendorTables {
   /** Plugin version string for reports ("1.0.0"); static lifetime. */
   const char* version;
   /** Rank under "auto": FLAGOS_PRIORITY_ACCELERATOR for real accelerators,
-   * FLAGOS_PRIORITY_CPU_HOSTED for devices that run on the host CPU. */
+   * FLAGOS_PRIORITY_CPU_HOSTED for devices that run on the host CPU. The
+   * entry point cannot look at devices (it must not touch the SDK), so
+   * probe may refine this through flagosProbeInfo.priority. */
   int32_t priority;
   /** Non-zero when device addresses are also valid host addresses (a
    * CPU-hosted device). The core still never relies on it for correctness;

@@ -1,0 +1,237 @@
+// The compiler table (language "opencl-c"): programs built from OpenCL C
+// source or loaded from a binary. Kernel launches, the table's last member,
+// are in launch.cpp (Note [Device pointer arguments]).
+//
+// Binaries (programGetBinary) are the driver's CL_PROGRAM_BINARIES behind a
+// 32-byte header: magic "FLGOCLB1", payload size, FNV-1a of the payload and
+// FNV-1a of the device key (deviceKey()). programLoadBinary checks all four
+// before the driver sees a byte, so a truncated, corrupted or foreign file
+// is FLAGOS_ERROR_COMPILE rather than a driver crash.
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "opencl.h"
+
+namespace flagos_opencl {
+namespace {
+
+constexpr char kBinaryMagic[8] = {'F', 'L', 'G', 'O', 'C', 'L', 'B', '1'};
+
+struct BinaryHeader {
+  char magic[8];
+  uint64_t payload_bytes;
+  uint64_t payload_hash;
+  uint64_t device_hash;
+};
+static_assert(sizeof(BinaryHeader) == 32, "binary header layout");
+
+uint64_t deviceHash(const Device& device) {
+  const std::string key = deviceKey(device.info);
+  return fnv1a(key.data(), key.size());
+}
+
+std::string buildLog(cl_program program, cl_device_id device) {
+  size_t size = 0;
+  if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) !=
+          CL_SUCCESS ||
+      size == 0) {
+    return "(no build log)";
+  }
+  std::string log(size, '\0');
+  clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, &log[0], nullptr);
+  log.resize(std::min(log.find('\0'), log.size()));
+  return log.empty() ? "(empty build log)" : log;
+}
+
+// Builds @p program (from source or binary) for @p device; on failure
+// releases it and returns FLAGOS_ERROR_COMPILE with the build log.
+flagosStatus_t buildFor(const char* call, Device* device, cl_program program, const char* options,
+                        flagosProgram_t* out) {
+  const cl_int error = clBuildProgram(program, 1, &device->info.id, options, nullptr, nullptr);
+  if (error != CL_SUCCESS) {
+    const std::string log = buildLog(program, device->info.id);
+    clReleaseProgram(program);
+    return fail(FLAGOS_ERROR_COMPILE, "opencl %s: build failed on device %d (%s): %s\n%s", call,
+                device->index, device->info.name.c_str(), clErrorName(error).c_str(), log.c_str());
+  }
+  *out = new flagosProgram_st(device, program);
+  return FLAGOS_SUCCESS;
+}
+
+flagosStatus_t programBuild(int32_t index, const char* source, const char* options,
+                            flagosProgram_t* program) noexcept {
+  return guard("programBuild", [&] {
+    if (program == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programBuild: program is NULL");
+    }
+    *program = nullptr;
+    if (source == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programBuild: source is NULL");
+    }
+    Device* device = findDevice("programBuild", index);
+    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    cl_int error = CL_SUCCESS;
+    cl_program built = clCreateProgramWithSource(device->context, 1, &source, nullptr, &error);
+    if (built == nullptr) {
+      return fail(isOutOfMemory(error) ? FLAGOS_ERROR_OUT_OF_MEMORY : FLAGOS_ERROR_DEVICE,
+                  "opencl programBuild: clCreateProgramWithSource failed: %s",
+                  clErrorName(error).c_str());
+    }
+    return buildFor("programBuild", device, built, options != nullptr ? options : "", program);
+  });
+}
+
+// The header + payload of @p program, made once; mu held.
+flagosStatus_t serialize(flagosProgram_t program) {
+  if (!program->binary.empty()) return FLAGOS_SUCCESS;
+  size_t payload_bytes = 0;  // one device per program
+  cl_int error = clGetProgramInfo(program->program, CL_PROGRAM_BINARY_SIZES, sizeof(payload_bytes),
+                                  &payload_bytes, nullptr);
+  if (error != CL_SUCCESS) {
+    return fail(FLAGOS_ERROR_DEVICE, "opencl programGetBinary: CL_PROGRAM_BINARY_SIZES: %s",
+                clErrorName(error).c_str());
+  }
+  if (payload_bytes == 0) {
+    return fail(FLAGOS_ERROR_NOT_SUPPORTED,
+                "opencl programGetBinary: the driver of device %d offers no program binary",
+                program->device->index);
+  }
+  std::vector<unsigned char> bytes(sizeof(BinaryHeader) + payload_bytes);
+  unsigned char* payload = bytes.data() + sizeof(BinaryHeader);
+  error =
+      clGetProgramInfo(program->program, CL_PROGRAM_BINARIES, sizeof(payload), &payload, nullptr);
+  if (error != CL_SUCCESS) {
+    return fail(FLAGOS_ERROR_DEVICE, "opencl programGetBinary: CL_PROGRAM_BINARIES: %s",
+                clErrorName(error).c_str());
+  }
+  BinaryHeader header{};
+  std::memcpy(header.magic, kBinaryMagic, sizeof(kBinaryMagic));
+  header.payload_bytes = payload_bytes;
+  header.payload_hash = fnv1a(payload, payload_bytes);
+  header.device_hash = deviceHash(*program->device);
+  std::memcpy(bytes.data(), &header, sizeof(header));
+  program->binary = std::move(bytes);
+  return FLAGOS_SUCCESS;
+}
+
+flagosStatus_t programGetBinary(flagosProgram_t program, void* buffer, uint64_t* size) noexcept {
+  return guard("programGetBinary", [&] {
+    if (!validProgram("programGetBinary", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    if (size == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programGetBinary: size is NULL");
+    }
+    std::lock_guard<std::mutex> lock(program->mu);
+    const flagosStatus_t status = serialize(program);
+    if (status != FLAGOS_SUCCESS) return status;
+    const uint64_t needed = program->binary.size();
+    if (buffer != nullptr) {
+      if (*size < needed) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                    "opencl programGetBinary: buffer of %" PRIu64 " bytes, the binary has %" PRIu64,
+                    *size, needed);
+      }
+      std::memcpy(buffer, program->binary.data(), needed);
+    }
+    *size = needed;
+    return FLAGOS_SUCCESS;
+  });
+}
+
+// Checks programGetBinary's header; the reason in @p why when it fails.
+bool checkBinary(const Device& device, const void* binary, uint64_t size, std::string* why) {
+  BinaryHeader header{};
+  if (size < sizeof(header)) {
+    *why = "too short for a flagos OpenCL binary (" + std::to_string(size) + " bytes)";
+    return false;
+  }
+  std::memcpy(&header, binary, sizeof(header));
+  const auto* payload = static_cast<const unsigned char*>(binary) + sizeof(header);
+  if (std::memcmp(header.magic, kBinaryMagic, sizeof(kBinaryMagic)) != 0) {
+    *why = "not a flagos OpenCL binary (bad magic)";
+  } else if (header.payload_bytes != size - sizeof(header)) {
+    *why = "truncated or padded: header says " + std::to_string(header.payload_bytes) +
+           " payload bytes, got " + std::to_string(size - sizeof(header));
+  } else if (header.payload_hash != fnv1a(payload, header.payload_bytes)) {
+    *why = "corrupted (checksum mismatch)";
+  } else if (header.device_hash != deviceHash(device)) {
+    *why = "built for another device or driver (this one is " + deviceKey(device.info) + ")";
+  } else {
+    return true;
+  }
+  return false;
+}
+
+flagosStatus_t programLoadBinary(int32_t index, const void* binary, uint64_t size,
+                                 flagosProgram_t* program) noexcept {
+  return guard("programLoadBinary", [&] {
+    if (program == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programLoadBinary: program is NULL");
+    }
+    *program = nullptr;
+    if (binary == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programLoadBinary: binary is NULL");
+    }
+    Device* device = findDevice("programLoadBinary", index);
+    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    std::string why;
+    if (!checkBinary(*device, binary, size, &why)) {
+      return fail(FLAGOS_ERROR_COMPILE, "opencl programLoadBinary: binary rejected: %s",
+                  why.c_str());
+    }
+    const size_t payload_bytes = size - sizeof(BinaryHeader);
+    const auto* payload = static_cast<const unsigned char*>(binary) + sizeof(BinaryHeader);
+    cl_int binary_status = CL_SUCCESS, error = CL_SUCCESS;
+    cl_program loaded = clCreateProgramWithBinary(device->context, 1, &device->info.id,
+                                                  &payload_bytes, &payload, &binary_status, &error);
+    if (loaded == nullptr) {
+      return fail(FLAGOS_ERROR_COMPILE,
+                  "opencl programLoadBinary: the driver rejected the binary: %s (binary status %s)",
+                  clErrorName(error).c_str(), clErrorName(binary_status).c_str());
+    }
+    return buildFor("programLoadBinary", device, loaded, "", program);
+  });
+}
+
+flagosStatus_t programDestroy(flagosProgram_t program) noexcept {
+  return guard("programDestroy", [&] {
+    if (!validProgram("programDestroy", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    program->magic = 0;
+    delete program;
+    return FLAGOS_SUCCESS;
+  });
+}
+
+}  // namespace
+
+bool validProgram(const char* call, flagosProgram_t program) noexcept {
+  if (program == nullptr) {
+    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: program is NULL", call);
+    return false;
+  }
+  if (program->magic != kProgramMagic) {
+    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: %p is not a live program", call,
+         static_cast<void*>(program));
+    return false;
+  }
+  return true;
+}
+
+const flagosCompilerTable* compilerTable() {
+  static const flagosCompilerTable table = [] {
+    flagosCompilerTable t{};
+    t.struct_size = sizeof(t);
+    t.language = "opencl-c";
+    t.programBuild = programBuild;
+    t.programGetBinary = programGetBinary;
+    t.programLoadBinary = programLoadBinary;
+    t.programDestroy = programDestroy;
+    t.kernelLaunch = kernelLaunch;  // launch.cpp
+    return t;
+  }();
+  return &table;
+}
+
+}  // namespace flagos_opencl

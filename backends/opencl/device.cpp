@@ -1,0 +1,289 @@
+// The device table: probe, init/shutdown, enumeration, the per-thread
+// current device and device-wide synchronization.
+//
+// Each device gets its own context (so a device's buffers, queues and
+// programs never mix with another's), a queue for synchronous copies, and
+// a window of virtual addresses (address_space.h).
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "opencl.h"
+
+namespace flagos_opencl {
+namespace {
+
+// Calls with no explicit device act on this one (like cudaSetDevice).
+thread_local int32_t t_current_device = 0;
+
+// Writes @p value into a caller's struct that starts with struct_size: only
+// the first struct_size bytes, so a core built against an older minor (a
+// smaller struct) is never overrun; struct_size keeps the caller's value.
+template <typename T>
+flagosStatus_t writeSized(const char* call, T* out, const T& value) {
+  if (out == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: out is NULL", call);
+  const uint32_t caller_size = out->struct_size;
+  if (caller_size < sizeof(uint32_t)) {
+    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: struct_size %u is too small", call,
+                caller_size);
+  }
+  std::memcpy(out, &value, std::min<size_t>(caller_size, sizeof(T)));
+  out->struct_size = caller_size;
+  return FLAGOS_SUCCESS;
+}
+
+// The kernel-cache key of a device: "opencl:<vendor>:<name>:<driver>". A
+// binary built by one driver must never be loaded by another, so the driver
+// version must survive; arch[] holds 63 characters, so a longer key keeps a
+// readable prefix and ends in a hash of the whole key.
+std::string archKey(const DeviceInfo& info) {
+  const std::string key = deviceKey(info);
+  constexpr size_t kCapacity = sizeof(flagosDeviceProperties{}.arch) - 1;
+  if (key.size() <= kCapacity) return key;
+  char hash[18];
+  std::snprintf(hash, sizeof(hash), "#%016" PRIx64, fnv1a(key.data(), key.size()));
+  return key.substr(0, kCapacity - 17) + hash;
+}
+
+flagosStatus_t probe(flagosProbeInfo* info) noexcept {
+  return guard("probe", [&] {
+    flagosProbeInfo result{};
+    copyString(result.sdk_name, "OpenCL");
+    Config config;
+    std::string reason;
+    std::vector<DeviceInfo> devices;
+    if (loadConfig(&config, &reason) && discoverDevices(config, &devices, &reason)) {
+      result.device_count = static_cast<int32_t>(devices.size());
+      copyString(result.sdk_version, devices.front().platform_version);
+      copyString(result.driver_version, devices.front().driver_version);
+      // See Note [OpenCL plugin priority]: all chosen devices are of one class.
+      if (!devices.front().accelerator) result.priority = FLAGOS_PRIORITY_CPU_HOSTED - 5;
+    }
+    copyString(result.reason, reason);
+    const flagosStatus_t status = writeSized("probe", info, result);
+    if (status != FLAGOS_SUCCESS) return status;
+    if (!reason.empty()) return fail(FLAGOS_ERROR_NO_DEVICE, "opencl probe: %s", reason.c_str());
+    return FLAGOS_SUCCESS;
+  });
+}
+
+// Creates what one device needs; nullptr after recording the error.
+std::unique_ptr<Device> openDevice(int32_t index, const DeviceInfo& info, const Config& config) {
+  auto device = std::make_unique<Device>();
+  device->index = index;
+  device->info = info;
+  device->total_memory = config.memory_limit > 0 ? std::min(config.memory_limit, info.global_memory)
+                                                 : info.global_memory;
+  const cl_context_properties properties[] = {
+      CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(info.platform), 0};
+  cl_int error = CL_SUCCESS;
+  device->context = clCreateContext(properties, 1, &info.id, nullptr, nullptr, &error);
+  if (device->context == nullptr) {
+    fail(FLAGOS_ERROR_DEVICE, "opencl init: clCreateContext for device %d (%s) failed: %s", index,
+         info.name.c_str(), clErrorName(error).c_str());
+    return nullptr;
+  }
+  device->sync_queue = clCreateCommandQueue(device->context, info.id, 0, &error);
+  if (device->sync_queue == nullptr) {
+    fail(FLAGOS_ERROR_DEVICE, "opencl init: clCreateCommandQueue for device %d failed: %s", index,
+         clErrorName(error).c_str());
+    return nullptr;
+  }
+  device->addresses = AddressSpace::create(index, device->total_memory);
+  if (!device->addresses) return nullptr;  // create() left the message
+  return device;
+}
+
+flagosStatus_t init() noexcept {
+  return guard("init", [&] {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.init_mutex);
+    if (s.initialized) return FLAGOS_SUCCESS;
+    Config config;
+    std::string error;
+    std::vector<DeviceInfo> infos;
+    if (!loadConfig(&config, &error) || !discoverDevices(config, &infos, &error)) {
+      return fail(FLAGOS_ERROR_DEVICE, "opencl init: %s", error.c_str());
+    }
+    std::vector<std::unique_ptr<Device>> devices;
+    for (size_t i = 0; i < infos.size(); ++i) {
+      auto device = openDevice(static_cast<int32_t>(i), infos[i], config);
+      if (!device) return FLAGOS_ERROR_DEVICE;
+      devices.push_back(std::move(device));
+    }
+    s.devices = std::move(devices);
+    s.initialized = true;
+    return FLAGOS_SUCCESS;
+  });
+}
+
+flagosStatus_t shutdown() noexcept {
+  return guard("shutdown", [&] {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.init_mutex);
+    // The core destroyed its streams already; any left over are finished
+    // and released here, before their contexts go.
+    for (auto& device : s.devices) {
+      std::lock_guard<std::mutex> streams_lock(device->streams_mutex);
+      for (flagosStream_t stream : device->streams) delete stream;
+      device->streams.clear();
+    }
+    s.initialized = false;
+    s.devices.clear();  // buffers, queues, contexts, address windows
+    return FLAGOS_SUCCESS;
+  });
+}
+
+flagosStatus_t getCount(int32_t* count) noexcept {
+  return guard("getCount", [&] {
+    if (count == nullptr)
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl getCount: count is NULL");
+    if (!state().initialized) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl getCount: plugin not initialized");
+    }
+    *count = static_cast<int32_t>(state().devices.size());
+    return FLAGOS_SUCCESS;
+  });
+}
+
+flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
+  return guard("getProperties", [&] {
+    Device* device = findDevice("getProperties", index);
+    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    flagosDeviceProperties result{};
+    result.compute_units = std::max(1, device->info.compute_units);
+    result.total_memory = device->total_memory;
+    // The device's OpenCL version: what the generator may assume.
+    result.capability_major = device->info.cl_major;
+    result.capability_minor = device->info.cl_minor;
+    copyString(result.name, device->info.name);
+    copyString(result.arch, archKey(device->info));
+    return writeSized("getProperties", props, result);
+  });
+}
+
+flagosStatus_t setCurrent(int32_t index) noexcept {
+  return guard("setCurrent", [&] {
+    if (findDevice("setCurrent", index) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    t_current_device = index;
+    return FLAGOS_SUCCESS;
+  });
+}
+
+flagosStatus_t getCurrent(int32_t* index) noexcept {
+  return guard("getCurrent", [&] {
+    if (index == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl getCurrent: device is NULL");
+    }
+    *index = t_current_device;
+    return FLAGOS_SUCCESS;
+  });
+}
+
+flagosStatus_t synchronize(int32_t index) noexcept {
+  return guard("synchronize", [&] {
+    Device* device = findDevice("synchronize", index);
+    return device == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : synchronizeDevice(device);
+  });
+}
+
+}  // namespace
+
+Device::~Device() {
+  addresses.reset();  // releases buffers the core left behind
+  if (sync_queue != nullptr) {
+    clFinish(sync_queue);
+    clReleaseCommandQueue(sync_queue);
+  }
+  if (context != nullptr) clReleaseContext(context);
+}
+
+State& state() {
+  static State* s = new State();  // never destroyed: see the comment on State
+  return *s;
+}
+
+Device* findDevice(const char* call, int32_t index) noexcept {
+  State& s = state();
+  if (!s.initialized) {
+    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: plugin not initialized (init() not called)",
+         call);
+    return nullptr;
+  }
+  if (index < 0 || static_cast<size_t>(index) >= s.devices.size()) {
+    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: device %d out of range (%zu devices)", call,
+         index, s.devices.size());
+    return nullptr;
+  }
+  return s.devices[static_cast<size_t>(index)].get();
+}
+
+bool resolve(const char* call, const void* address, uint64_t bytes, DevicePtr* out) noexcept {
+  State& s = state();
+  if (!s.initialized) {
+    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: plugin not initialized", call);
+    return false;
+  }
+  const auto value = reinterpret_cast<uint64_t>(address);
+  for (auto& device : s.devices) {
+    if (!device->addresses->owns(value)) continue;
+    if (!device->addresses->find(value, bytes, &out->buffer, &out->offset)) {
+      fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+           "opencl %s: [%p, +%" PRIu64 ") is not inside one live allocation of device %d", call,
+           address, bytes, device->index);
+      return false;
+    }
+    out->device = device.get();
+    return true;
+  }
+  fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: %p is not a device address of any opencl device",
+       call, address);
+  return false;
+}
+
+flagosStatus_t synchronizeDevice(Device* device) {
+  std::lock_guard<std::mutex> lock(device->streams_mutex);
+  flagosStatus_t first = FLAGOS_SUCCESS;
+  for (flagosStream_t stream : device->streams) {
+    const flagosStatus_t status = stream->synchronize();
+    if (first == FLAGOS_SUCCESS) first = status;
+  }
+  const cl_int error = clFinish(device->sync_queue);
+  if (error != CL_SUCCESS && first == FLAGOS_SUCCESS) {
+    first = fail(FLAGOS_ERROR_DEVICE, "opencl synchronize: clFinish on device %d failed: %s",
+                 device->index, clErrorName(error).c_str());
+  }
+  return first;
+}
+
+std::string deviceKey(const DeviceInfo& info) {
+  return "opencl:" + info.vendor + ":" + info.name + ":" + info.driver_version;
+}
+
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t seed) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t hash = seed;
+  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 0x100000001b3ull;
+  return hash;
+}
+
+const flagosDeviceTable* deviceTable() {
+  static const flagosDeviceTable table = [] {
+    flagosDeviceTable t{};
+    t.struct_size = sizeof(t);
+    t.probe = probe;
+    t.init = init;
+    t.shutdown = shutdown;
+    t.getCount = getCount;
+    t.getProperties = getProperties;
+    t.setCurrent = setCurrent;
+    t.getCurrent = getCurrent;
+    t.synchronize = synchronize;
+    return t;
+  }();
+  return &table;
+}
+
+}  // namespace flagos_opencl

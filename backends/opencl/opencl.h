@@ -1,0 +1,288 @@
+// Internal header of the opencl plugin. Nothing here crosses the ABI: the
+// core sees only the C tables that entry.cpp hands out.
+//
+// Files, one per table section (see README.md):
+//   entry.cpp          the exported entry point, the priority, getLastError
+//   error.cpp          per-thread last error, OpenCL error names
+//   config.cpp         FLAGOS_OPENCL_DEVICE_TYPE / FLAGOS_OPENCL_MEMORY_LIMIT
+//   discovery.cpp      platforms and devices: which ones the plugin uses
+//   device.cpp         device table: probe, init, current device, synchronize
+//   address_space.cpp  virtual device addresses (address_space.h)
+//   memory.cpp         memory table: malloc/free, copies, fill
+//   stream.cpp         streams: in-order command queues
+//   event.cpp          events: marker commands
+//   compiler.cpp       compiler table: OpenCL C programs and their binaries
+//   launch.cpp         compiler table: kernel launches
+#pragma once
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120  // also set by CMakeLists.txt
+#endif
+#include <CL/cl.h>
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "address_space.h"
+#include "flagos/vendor.h"
+
+namespace flagos_opencl {
+
+// Reported as flagosVendorTables.version.
+constexpr const char* kVersion = "1.0.0";
+
+// ---------------------------------------------------------------- errors ---
+
+// Records a printf-style message as the calling thread's last error and
+// returns @p status, so that failures read `return fail(STATUS, "...", ...)`.
+// Never throws.
+flagosStatus_t fail(flagosStatus_t status, const char* format, ...) noexcept
+    __attribute__((format(printf, 2, 3)));
+
+// The calling thread's last error ("" if none); entry.cpp exposes it as
+// flagosVendorTables.getLastError.
+const char* lastError() noexcept;
+
+// "CL_OUT_OF_RESOURCES (-5)"; static storage for known codes.
+std::string clErrorName(cl_int error);
+
+// Is @p error one of the codes an OpenCL runtime uses for "no memory left"?
+bool isOutOfMemory(cl_int error);
+
+// Note [ABI boundary]
+// As in the host plugin: every function in a table runs its body through
+// guard(), so a C++ exception (std::bad_alloc from a container, a bug) never
+// unwinds into the C caller; it becomes FLAGOS_ERROR_INTERNAL. OpenCL
+// callbacks (event.cpp) are guarded the same way.
+template <typename Body>
+flagosStatus_t guard(const char* call, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return fail(FLAGOS_ERROR_INTERNAL, "opencl %s: internal error: %s", call, e.what());
+  } catch (...) {
+    return fail(FLAGOS_ERROR_INTERNAL, "opencl %s: internal error: unknown exception", call);
+  }
+}
+
+// ---------------------------------------------------------------- config ---
+
+enum class DeviceType { kAll, kGpu, kCpu, kAccelerator };
+
+// What the environment asks for; see config.cpp for the accepted syntax.
+struct Config {
+  DeviceType device_type = DeviceType::kAll;
+  uint64_t memory_limit = 0;  // bytes per device; 0: the device's global memory
+};
+
+// Fills @p config from the environment. On garbage returns false and writes
+// a message naming the variable and the value to @p error.
+bool loadConfig(Config* config, std::string* error);
+
+// ------------------------------------------------------------- discovery ---
+
+// One OpenCL device the plugin will use, as enumerated (no context yet).
+struct DeviceInfo {
+  cl_platform_id platform = nullptr;
+  cl_device_id id = nullptr;
+  bool accelerator = false;  // GPU or accelerator (or custom), not a CPU
+  std::string name, vendor, driver_version, platform_version;
+  int32_t cl_major = 0, cl_minor = 0;  // from CL_DEVICE_VERSION
+  uint64_t global_memory = 0;
+  uint64_t max_alloc = 0;
+  int32_t compute_units = 0;
+};
+
+// The devices chosen under @p config: every available OpenCL 1.2+ device of
+// the requested type on every platform, GPUs/accelerators only when there
+// are any (then the CPU devices are left out). Returns false with
+// @p reason set when there is none (no platform, no ICD, no such device).
+bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std::string* reason);
+
+// The full identity of a device's compiler target: "opencl:<vendor>:<name>:
+// <driver version>". getProperties reports it as arch (shortened with a
+// hash when long); programGetBinary stamps binaries with its hash.
+std::string deviceKey(const DeviceInfo& info);
+
+// ------------------------------------------------------- devices, state ---
+
+struct Device {
+  int32_t index = 0;
+  DeviceInfo info;
+  uint64_t total_memory = 0;  // min(limit, global memory): what malloc hands out
+  cl_context context = nullptr;
+  // In-order queue for the synchronous copies and allocation first touch:
+  // memory.h's memcpy is not ordered after stream work, so it has its own.
+  cl_command_queue sync_queue = nullptr;
+  std::unique_ptr<AddressSpace> addresses;
+  std::atomic<uint64_t> allocated{0};  // bytes handed out by malloc
+
+  // Live streams, for device-wide synchronize and shutdown. Held while
+  // synchronizing so that a stream cannot be destroyed under it.
+  std::mutex streams_mutex;
+  std::vector<flagosStream_t> streams;
+
+  ~Device();  // releases what init() created
+};
+
+// The plugin's global state, created on first use and never destroyed (an
+// OpenCL runtime may still run callbacks at process exit). devices is
+// written only by init() and shutdown(), which the core calls before and
+// after every other member.
+struct State {
+  std::mutex init_mutex;
+  std::atomic<bool> initialized{false};  // set after devices is filled
+  std::vector<std::unique_ptr<Device>> devices;
+};
+State& state();
+
+// The device with physical index @p index, or nullptr after recording an
+// INVALID_ARGUMENT message naming @p call (also before init()).
+Device* findDevice(const char* call, int32_t index) noexcept;
+
+// A device address resolved to its buffer: see Note [Virtual device
+// addresses] in address_space.h.
+struct DevicePtr {
+  Device* device = nullptr;
+  cl_mem buffer = nullptr;
+  uint64_t offset = 0;  // bytes from the start of buffer
+};
+
+// Resolves [address, address + bytes) to the allocation holding it; records
+// an INVALID_ARGUMENT message naming @p call and returns false when it is not
+// (entirely) inside one live allocation. One past the end is accepted.
+bool resolve(const char* call, const void* address, uint64_t bytes, DevicePtr* out) noexcept;
+
+// Waits for every stream of @p device and its synchronous queue; the first
+// asynchronous error, if any.
+flagosStatus_t synchronizeDevice(Device* device);
+
+// Copies at most N-1 bytes of @p src and a NUL into @p dst.
+template <size_t N>
+void copyString(char (&dst)[N], const std::string& src) {
+  const size_t n = src.size() < N - 1 ? src.size() : N - 1;
+  src.copy(dst, n);
+  dst[n] = '\0';
+}
+
+// 64-bit FNV-1a: kernel-cache keys (device.cpp) and binary checksums
+// (compiler.cpp). Not cryptographic; detects accidents, not attacks.
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t seed = 0xcbf29ce484222325ull);
+
+// --------------------------------------------------------------- tables ---
+
+const flagosDeviceTable* deviceTable();
+const flagosMemoryTable* memoryTable();
+const flagosStreamTable* streamTable();
+const flagosCompilerTable* compilerTable();
+
+// Event members of the stream table, defined in event.cpp.
+flagosStatus_t eventCreate(int32_t device, uint32_t flags, flagosEvent_t* event) noexcept;
+flagosStatus_t eventDestroy(flagosEvent_t event) noexcept;
+flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept;
+flagosStatus_t eventQuery(flagosEvent_t event) noexcept;
+flagosStatus_t eventSynchronize(flagosEvent_t event) noexcept;
+flagosStatus_t eventElapsedTime(float* ms, flagosEvent_t start, flagosEvent_t end) noexcept;
+flagosStatus_t streamWaitEvent(flagosStream_t stream, flagosEvent_t event) noexcept;
+
+// The launch member of the compiler table, defined in launch.cpp.
+flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const flagosKernelArg* args,
+                            int32_t num_args, int32_t work_dim, const uint64_t* global,
+                            const uint64_t* local, flagosStream_t stream) noexcept;
+
+// Handles carry a magic word so that a destroyed or foreign handle is caught
+// as INVALID_ARGUMENT in the common cases (a debugging aid, not a guarantee).
+constexpr uint32_t kStreamMagic = 0x434c5351u;   // "CLSQ"
+constexpr uint32_t kEventMagic = 0x434c4556u;    // "CLEV"
+constexpr uint32_t kProgramMagic = 0x434c5052u;  // "CLPR"
+
+// Checks a stream handle passed to @p call; records the message on failure.
+bool validStream(const char* call, flagosStream_t stream) noexcept;
+// The same for a program handle (compiler.cpp).
+bool validProgram(const char* call, flagosProgram_t program) noexcept;
+
+}  // namespace flagos_opencl
+
+// ------------------------------------------------------ opaque handles ---
+// The C headers declare these structs; only the plugin defines them.
+
+// A stream: one in-order command queue (with profiling, for timing events).
+//
+// Note [Asynchronous errors]
+// A command that fails while running leaves a negative execution status on
+// its event. The stream keeps the event of the last command it enqueued
+// (`last_`); in an in-order queue a failure of an earlier command fails the
+// later ones that depend on it, so the last event tells. synchronize() and
+// query() report a failed last event once (FLAGOS_ERROR_DEVICE with the
+// OpenCL code), then forget it, as vendor.h asks. Errors an enqueue call
+// returns at once are returned by that call.
+struct flagosStream_st {
+  flagosStream_st(flagos_opencl::Device* device, cl_command_queue queue)
+      : device(device), queue(queue) {}
+  ~flagosStream_st();  // finishes the queue and releases it
+
+  // Runs @p enqueue(queue, &event) under the stream's lock; on success the
+  // event becomes the stream's last command. @p enqueue returns a cl_int.
+  template <typename Enqueue>
+  cl_int enqueue(Enqueue&& enqueue) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cl_event event = nullptr;
+    const cl_int error = enqueue(queue, &event);
+    if (error == CL_SUCCESS && event != nullptr) replaceLast(event);
+    return error;
+  }
+  // Blocks until the work queued before this call is done.
+  flagosStatus_t synchronize();
+  // SUCCESS when idle, NOT_READY while work is pending.
+  flagosStatus_t query();
+
+  uint32_t magic = flagos_opencl::kStreamMagic;
+  flagos_opencl::Device* const device;
+  const cl_command_queue queue;
+
+ private:
+  void replaceLast(cl_event event);  // takes ownership; mu_ held
+  // Reports a failed last command once; mu_ held.
+  flagosStatus_t takeError(const char* call, cl_int status);
+
+  std::mutex mu_;
+  cl_event last_ = nullptr;  // the last command enqueued (owned), or nullptr
+};
+
+// A program built for one device, and the kernel objects made from it
+// (launch.cpp, Note [Device pointer arguments]).
+struct flagosProgram_st {
+  struct Kernel {
+    cl_kernel kernel = nullptr;
+    cl_uint num_args = 0;
+  };
+
+  flagosProgram_st(flagos_opencl::Device* device, cl_program program)
+      : device(device), program(program) {}
+  ~flagosProgram_st() {
+    for (auto& entry : kernels) clReleaseKernel(entry.second.kernel);
+    clReleaseProgram(program);  // enqueued launches keep their own references
+  }
+
+  uint32_t magic = flagos_opencl::kProgramMagic;
+  flagos_opencl::Device* const device;
+  const cl_program program;
+  std::mutex mu;  // kernels, binary, and setting arguments + enqueueing
+  std::map<std::string, Kernel> kernels;
+  std::vector<unsigned char> binary;  // header + payload, once asked for
+};
+
+struct flagosEvent_st {
+  uint32_t magic = flagos_opencl::kEventMagic;
+  int32_t device = 0;
+  uint32_t flags = 0;
+  std::mutex mu;
+  cl_event marker = nullptr;  // owned; nullptr: never recorded
+  ~flagosEvent_st();
+};
