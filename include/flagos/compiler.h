@@ -22,8 +22,12 @@ typedef struct flagosProgram_st* flagosProgram_t;
 
 /** Kinds of kernel arguments. */
 typedef int32_t flagosArgKind_t;
-/** value points to a void* holding a device address (the plugin translates
- * it, e.g. to a cl_mem plus offset). */
+/** value points to a void* holding a device address. How it reaches the
+ * kernel depends on `language` (the generator emits matching signatures):
+ *  - "opencl-c": TWO kernel parameters, `__global T* base, ulong offset`
+ *    (OpenCL 1.2 cannot pass a pointer into the middle of a cl_mem; the
+ *    plugin translates the address to buffer + byte offset);
+ *  - "c", "cuda-c": one pointer parameter holding the address as is. */
 #define FLAGOS_ARG_DEVICE_PTR ((flagosArgKind_t)1)
 /** value points to `size` bytes passed by value (ints, floats, structs). */
 #define FLAGOS_ARG_BYTES ((flagosArgKind_t)2)
