@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives.h"
 #include "host.h"
 
 namespace flagos_host {
@@ -25,9 +26,10 @@ flagosVendorTables makeTables() {
   t.device = deviceTable();
   t.memory = memoryTable();
   t.stream = streamTable();
-  t.kernels = nullptr;      // no native kernels yet: every op takes a later tier
-  t.compiler = nullptr;     // no runtime compiler yet: no generated tier
-  t.collectives = nullptr;  // collectives go through the host (gloo)
+  t.kernels = nullptr;   // no native kernels yet: every op takes a later tier
+  t.compiler = nullptr;  // no runtime compiler yet: no generated tier
+  // host-shm: one rank per process of this machine (collectives.cpp)
+  t.collectives = coll::collectiveTable();
   t.getLastError = getLastError;
   return t;
 }

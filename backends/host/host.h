@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,6 +62,19 @@ flagosStatus_t guard(const char* call, Body&& body) noexcept {
     return fail(FLAGOS_ERROR_INTERNAL, "host %s: internal error: unknown exception", call);
   }
 }
+
+// A stream task's failure with a status of its own: the worker reports
+// status() with the message (any other exception becomes
+// FLAGOS_ERROR_INTERNAL, see Note [ABI boundary]).
+class TaskError : public std::runtime_error {
+ public:
+  TaskError(flagosStatus_t status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+  flagosStatus_t status() const noexcept { return status_; }
+
+ private:
+  flagosStatus_t status_;
+};
 
 // ---------------------------------------------------------------- config ---
 

@@ -43,8 +43,12 @@ void flagosStream_st::run() {
     // See Note [ABI boundary]: an exception must not escape the thread
     // (std::terminate); it becomes the stream's asynchronous error.
     std::string error;
+    flagosStatus_t status = FLAGOS_ERROR_INTERNAL;
     try {
       task();
+    } catch (const flagos_host::TaskError& e) {
+      status = e.status();
+      error = e.what();
     } catch (const std::exception& e) {
       error = e.what();
     } catch (...) {
@@ -53,7 +57,7 @@ void flagosStream_st::run() {
     task = nullptr;  // release captures (markers, ...) before reporting done
     lock.lock();
     if (!error.empty() && error_ == FLAGOS_SUCCESS) {
-      error_ = FLAGOS_ERROR_INTERNAL;
+      error_ = status;
       error_message_ = std::move(error);
     }
     ++completed_;
