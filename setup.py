@@ -6,6 +6,7 @@ installed torch; setuptools only packages the results.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,12 @@ class CMakeBuild(build_ext):
     def build_extension(self, ext):
         import torch
 
-        out_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
+        ext_path = Path(self.get_ext_fullpath(ext.name)).resolve()
+        # An editable install builds into a temporary folder and copies back
+        # only _C: build straight into the source package instead, so that
+        # plugins/ and the paths ctest records stay valid.
+        editable = getattr(self, "editable_mode", False) or self.inplace
+        out_dir = ROOT / "python" / "flagos_torchfl" if editable else ext_path.parent
         build_dir = ROOT / "build" / "cmake"
         build_dir.mkdir(parents=True, exist_ok=True)
         jobs = os.environ.get("FLAGOS_BUILD_JOBS", "2")
@@ -33,6 +39,9 @@ class CMakeBuild(build_ext):
         ]
         subprocess.check_call(cfg)
         subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
+        if editable:  # where setuptools looks for it before copying it back
+            ext_path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(out_dir / ext_path.name, ext_path)
 
 
 setup(

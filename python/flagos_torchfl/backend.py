@@ -1,0 +1,252 @@
+"""Start-up and reports: initialize(), backend_info(), op_stats(), _autoload().
+
+The start-up flow (docs/architecture.md, "Start-up"): choose the backend name
+(argument, FLAGOS_BACKEND, "auto"), make sure nobody else owns PrivateUse1,
+let the core discover/probe/load a plugin and map devices, then register the
+`flagos` device with PyTorch once per process.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import _core, config
+from ._text import format_bytes, table
+
+DEVICE_TYPE = "flagos"
+_PLUGIN_DIR = Path(__file__).resolve().parent / "plugins"
+# vendor.h: backend names are lower-case letters, digits and '_'.
+_BACKEND_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_UNCLAIMED = "privateuseone"
+
+_backend_name: str | None = None  # the backend initialize() brought up
+# Execution tiers, in the order the dispatcher tries them, then the core's own ops.
+TIERS = ("native", "generated", "decomposition", "fallback", "core")
+
+
+def _choose_backend(backend: str | None) -> str:
+    name = backend if backend is not None else (config.backend() or "auto")
+    if not isinstance(name, str) or not _BACKEND_NAME.match(name):
+        source = "backend argument" if backend is not None else "FLAGOS_BACKEND"
+        raise ValueError(
+            f"invalid {source} {name!r}: expected 'auto' or a plugin name made of "
+            "lower-case letters, digits and '_' (e.g. 'host')"
+        )
+    return name
+
+
+def _check_privateuse1_unclaimed() -> None:
+    owner = torch._C._get_privateuse1_backend_name()
+    if owner not in (_UNCLAIMED, DEVICE_TYPE):
+        raise RuntimeError(
+            f"PyTorch's PrivateUse1 device is already claimed by '{owner}' (another vendor's "
+            "extension, often loaded by torch's backend autoload); flagos-torchfl cannot share "
+            "it. Run with TORCH_DEVICE_BACKEND_AUTOLOAD=0 and import only flagos_torchfl, or "
+            f"uninstall the extension that registers '{owner}'."
+        )
+
+
+def _search_paths() -> list[str]:
+    return [*config.plugin_path(), str(_PLUGIN_DIR)]
+
+
+def _register_with_torch() -> None:
+    """Name PrivateUse1 'flagos' and install torch.flagos; each step only once."""
+    from . import flagos as device_module
+
+    torch.utils.rename_privateuse1_backend(DEVICE_TYPE)  # same name again is a no-op
+    if getattr(torch, DEVICE_TYPE, None) is not device_module:
+        torch._register_device_module(DEVICE_TYPE, device_module)
+    if not hasattr(torch.Tensor, f"is_{DEVICE_TYPE}"):
+        torch.utils.generate_methods_for_privateuse1_backend(
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+        )
+
+
+def initialize(backend: str | None = None) -> None:
+    """Bring up the `flagos` device.
+
+    Args:
+        backend: a plugin name ("host", ...) or "auto"; default FLAGOS_BACKEND,
+            else "auto" (the highest-ranked usable plugin).
+
+    Plugins are searched in FLAGOS_PLUGIN_PATH, then the package's plugins/
+    folder; FLAGOS_VISIBLE_DEVICES picks and orders the devices. Idempotent:
+    a second call with no backend, "auto" or the same name does nothing.
+
+    Raises:
+        ValueError: the name is malformed, or no plugin has that name.
+        RuntimeError: the plugin (or every candidate, under "auto") failed;
+            the message names each plugin and why; or PrivateUse1 is owned by
+            another extension; or a different backend is already running.
+    """
+    global _backend_name
+    name = _choose_backend(backend)
+    if _backend_name is not None:
+        if name not in ("auto", _backend_name):
+            raise RuntimeError(
+                f"flagos-torchfl is already initialized with backend '{_backend_name}'; "
+                f"cannot switch to '{name}' in the same process (start a new process)"
+            )
+        return
+    _check_privateuse1_unclaimed()
+    C = _core.C()  # loads the core's operator registrations
+    try:
+        C._initialize(name, _search_paths(), config.visible_devices())
+    except RuntimeError as err:
+        report = C._discovery_report()
+        # A plugin is known by the name it reported or, if it never loaded
+        # far enough to say, by its file name (as the core matches it).
+        if name != "auto" and not any(
+            r["name"] == name or Path(r["path"]).name == f"libflagos_{name}.so" for r in report
+        ):
+            raise ValueError(f"unknown backend '{name}': {err}") from err
+        raise
+    _register_with_torch()
+    C._set_log_fallback(config.log_fallback())
+    _backend_name = next(r["name"] for r in C._discovery_report() if r["status"] == "selected")
+    # After the device is up (the alias checks is_initialized()): the
+    # backend's mixed-precision policy, then "cuda" as a logical device name
+    # where no native CUDA works (docs/cuda-alias.md).
+    from . import amp, cuda_alias
+
+    amp.install()
+    cuda_alias.activate_cuda_alias()
+
+
+def is_initialized() -> bool:
+    """True once initialize() succeeded in this process."""
+    return _backend_name is not None
+
+
+def _autoload() -> None:
+    """torch's `torch.backends` entry point, run inside `import torch`.
+
+    Does nothing unless FLAGOS_BACKEND is set. Never raises: a failure here
+    would make `import torch` itself fail, so it becomes a warning.
+    """
+    if not config.backend():
+        return
+    try:
+        initialize()
+    except Exception as err:  # noqa: BLE001 - see docstring
+        warnings.warn(
+            f"flagos-torchfl: FLAGOS_BACKEND={config.backend()} is set, but the flagos device "
+            f"could not be initialized at `import torch`: {err}. The 'flagos' device is not "
+            "available; call flagos_torchfl.initialize() to see the full error, or unset "
+            "FLAGOS_BACKEND.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
+def _require_initialized():
+    if not is_initialized():
+        raise RuntimeError(
+            "flagos-torchfl is not initialized: call flagos_torchfl.initialize() first"
+        )
+    return _core.C()
+
+
+def backend_info(verbose: bool = True) -> dict[str, Any]:
+    """What is running: device type, backend, versions, devices, kernels, comm.
+
+    Returns a plain dict (JSON-serializable) and, when `verbose`, also prints
+    a readable summary of it.
+    """
+    C = _require_initialized()
+    from . import __version__
+
+    raw = C._backend_info()
+    devices = []
+    for dev in raw["devices"]:
+        free, total = C._mem_get_info(dev["index"])
+        devices.append({**dev, "free_memory": free})
+    info = {
+        "device_type": DEVICE_TYPE,
+        "backend": raw["name"],
+        "plugin_version": raw["version"],
+        "plugin_path": raw["path"],
+        "abi": raw["abi"],
+        "sdk": raw["sdk_name"],
+        "sdk_version": raw["sdk_version"],
+        "driver_version": raw["driver_version"],
+        "host_addressable": bool(raw["host_addressable"]),
+        "device_count": len(devices),
+        "devices": devices,
+        "native_kernels": raw["native_kernels"],
+        "compiler": raw["compiler"],
+        "collectives": raw["collectives"] or "host (gloo)",
+        "discovery": [dict(r) for r in C._discovery_report()],
+        "flagos_torchfl_version": __version__,
+        "torch_version": torch.__version__,
+    }
+    if verbose:
+        print(format_backend_info(info))
+    return info
+
+
+def format_backend_info(info: dict[str, Any]) -> str:
+    """The readable summary backend_info() prints."""
+    rows = [
+        ["device type", info["device_type"]],
+        ["backend", f"{info['backend']} {info['plugin_version']} (ABI {info['abi']})"],
+        ["plugin", info["plugin_path"]],
+        ["SDK", f"{info['sdk']} {info['sdk_version']}".strip()],
+        ["driver", info["driver_version"] or "-"],
+        ["devices", str(info["device_count"])],
+    ]
+    for dev in info["devices"]:
+        rows.append(
+            [
+                f"  {info['device_type']}:{dev['index']}",
+                f"{dev['name']} [{dev['arch']}], physical {dev['physical']}, "
+                f"{dev['compute_units']} compute units, {format_bytes(dev['total_memory'])} "
+                f"({format_bytes(dev['free_memory'])} free)",
+            ]
+        )
+    rows += [
+        ["native kernels", str(info["native_kernels"])],
+        ["compiler", info["compiler"] or "none (no generated kernels)"],
+        ["collectives", info["collectives"]],
+    ]
+    lines = [
+        f"flagos-torchfl {info['flagos_torchfl_version']} on torch {info['torch_version']}",
+        table(rows),
+        "  discovery:",
+    ]
+    report = [
+        [r["name"], r["status"], str(r["priority"]), r["reason"] or r["path"]]
+        for r in info["discovery"]
+    ]
+    if report:
+        lines.append(table([["plugin", "status", "rank", "reason / path"], *report], "    "))
+    else:
+        lines.append("    (no candidates)")
+    return "\n".join(lines)
+
+
+def format_op_stats(stats: dict[str, dict[str, int]]) -> str:
+    """op_stats() as a readable table, one operator per line, busiest first."""
+    rows = [["operator", *TIERS]]
+    for op, counts in sorted(stats.items(), key=lambda kv: -sum(kv[1].values())):
+        rows.append([op, *(str(counts.get(t, 0)) for t in TIERS)])
+    return table(rows)
+
+
+def op_stats() -> dict[str, dict[str, int]]:
+    """Calls per operator and execution tier since start-up or the last reset.
+
+    Tiers (TIERS): native, generated, decomposition, fallback (host), core.
+    """
+    return {op: dict(tiers) for op, tiers in _core.C()._op_stats().items()}
+
+
+def reset_op_stats() -> None:
+    """Zero the counters op_stats() reports."""
+    _core.C()._reset_op_stats()

@@ -1,0 +1,294 @@
+"""Every environment variable flagos-torchfl reads, in one table.
+
+This module is the only place the Python package reads the environment, and
+its table also documents the variables read by the C++ core, the plugins and
+the build, so that ``docs/env.md`` (generated from it) lists them all.
+tests/python/test_config.py checks both directions: every ``FLAGOS_*`` name
+the sources read is in the table, and every name in the table is read
+somewhere.
+
+Regenerate the docs after editing the table::
+
+    python -m flagos_torchfl env --markdown > docs/env.md
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    default: str  # as the user would write it; "" = unset
+    read_by: str  # which part of the project reads it
+    meaning: str
+
+
+ENV_VARS: tuple[EnvVar, ...] = (
+    EnvVar(
+        "FLAGOS_BACKEND",
+        "",
+        "python",
+        "Backend to bring up: a plugin name (`host`, ...) or `auto` (the highest-ranked "
+        "usable plugin; real accelerators rank above CPU-hosted devices). Used by "
+        "`initialize()` when called without `backend=`. When set, `import torch` also "
+        "initializes flagos-torchfl through torch's backend autoload; unset, nothing "
+        "happens until `initialize()` is called.",
+    ),
+    EnvVar(
+        "FLAGOS_PLUGIN_PATH",
+        "",
+        "python",
+        "Extra plugin locations, separated by `os.pathsep` (`:`): folders (every `lib*.so` "
+        "inside is a candidate) or plugin files. Searched before the package's own "
+        "`plugins/` folder.",
+    ),
+    EnvVar(
+        "FLAGOS_VISIBLE_DEVICES",
+        "",
+        "python",
+        "Comma-separated physical device indices the process may use, in the order "
+        "PyTorch numbers them (`2,0` makes physical device 2 `flagos:0`). Unset: all devices.",
+    ),
+    EnvVar(
+        "FLAGOS_LOG_FALLBACK",
+        "0",
+        "python",
+        "`1`: print one line to stderr the first time each operator runs on the host "
+        "fallback tier. The counts are always kept (`op_stats()`).",
+    ),
+    EnvVar(
+        "FLAGOS_ALIAS_CUDA",
+        "auto",
+        "python",
+        'The `cuda` alias ("cuda" means the flagos device): `0` never; `1` whenever a '
+        "flagos backend is initialized, even where native CUDA works (so does setting "
+        "`FLAGOS_BACKEND`); `auto` only where native CUDA is not usable.",
+    ),
+    EnvVar(
+        "FLAGOS_AMP_DTYPE",
+        "",
+        "python",
+        'Dtype of `torch.autocast("flagos")` without `dtype=`, e.g. `bfloat16` or '
+        "`float16`. Unset: the backend's default (host: bfloat16; others: float16).",
+    ),
+    EnvVar(
+        "FLAGOS_COMM",
+        "auto",
+        "core",
+        "Route of collectives: `vendor` (the plugin's collectives library; an error without "
+        "one), `host` (staged through the host over gloo) or `auto` (vendor when the plugin "
+        "has one, else host).",
+    ),
+    EnvVar(
+        "FLAGOS_OP_<ID>",
+        "",
+        "core",
+        "Routing override for one semantic operator (`<ID>` in any case, e.g. "
+        "`FLAGOS_OP_RELU=fallback`): `native`, `generated` or `fallback`. Unknown IDs and "
+        "values are errors.",
+    ),
+    EnvVar(
+        "FLAGOS_FORCE_FALLBACK",
+        "",
+        "core",
+        "Operators sent straight to the host fallback: a comma-separated list of semantic "
+        "IDs or ATen overload names (`relu,aten::add.Tensor`), or, when the value contains a "
+        "regex metacharacter, an ECMAScript regex matched against the whole ID and the whole "
+        "overload name (`add.*`). Unknown names are errors.",
+    ),
+    EnvVar(
+        "FLAGOS_HOST_DEVICES",
+        "1",
+        "host plugin",
+        "Number of devices the `host` plugin exposes, 0..64 (`0`: the plugin reports no device).",
+    ),
+    EnvVar(
+        "FLAGOS_HOST_MEMORY_LIMIT",
+        "",
+        "host plugin",
+        "Memory of each `host` device in bytes, at least 4K, with an optional suffix `K`, "
+        "`M`, `G`, `T` (also `KB`, `KiB`, ...; all powers of 1024), e.g. `64M`. Unset: half "
+        "of the physical RAM. Allocations beyond it raise `torch.OutOfMemoryError`.",
+    ),
+    EnvVar(
+        "FLAGOS_HOST_COMM_TIMEOUT_MS",
+        "300000",
+        "host plugin",
+        "Timeout in milliseconds of the `host` plugin's collectives when the caller gives "
+        "none (a positive integer).",
+    ),
+    EnvVar(
+        "FLAGOS_OPENCL_DEVICE_TYPE",
+        "all",
+        "opencl plugin",
+        "Which OpenCL devices the `opencl` plugin uses: `gpu`, `cpu`, `accelerator` or `all` "
+        "(case-insensitive). Under `all`, GPUs and accelerators are chosen over CPU devices "
+        "when there are any.",
+    ),
+    EnvVar(
+        "FLAGOS_OPENCL_MEMORY_LIMIT",
+        "",
+        "opencl plugin",
+        "Bytes each OpenCL device may hand out, same syntax as `FLAGOS_HOST_MEMORY_LIMIT`; "
+        "capped at the device's `CL_DEVICE_GLOBAL_MEM_SIZE` (for PoCL's CPU device set by "
+        "`POCL_MEMORY_LIMIT`). Unset: that size.",
+    ),
+    EnvVar(
+        "FLAGOS_CACHE_DIR",
+        "",
+        "python",
+        "Folder of the kernel cache (generated kernels). Unset: `~/.cache/flagos`. "
+        "`flagos-torchfl doctor` checks that it is writable.",
+    ),
+    EnvVar(
+        "FLAGOS_CONFORMANCE_PLUGIN",
+        "",
+        "C++ tests",
+        "Plugin library the ABI conformance suite (`abi_conformance_test`) checks when no "
+        "path is given on its command line. Unset: the host plugin.",
+    ),
+    EnvVar(
+        "FLAGOS_OPINFO_REPORT",
+        "",
+        "Python tests",
+        "Path where `tests/python/test_opinfo_catalog.py` writes its per-operator results as "
+        "JSON (input of `codegen/gen_operator_support.py`). Unset: no report.",
+    ),
+    EnvVar(
+        "FLAGOS_BUILD_JOBS",
+        "2",
+        "setup.py",
+        "Parallel compile jobs of `pip install --no-build-isolation .`.",
+    ),
+    EnvVar(
+        "FLAGOS_BUILD_TESTS",
+        "ON",
+        "setup.py",
+        "`OFF` skips building the C++ tests and test plugins.",
+    ),
+)
+
+_BY_NAME = {var.name: var for var in ENV_VARS}
+
+
+def documents(name: str) -> bool:
+    """Is `name` in the table, itself or as a family like FLAGOS_OP_<ID>?"""
+    return name in _BY_NAME or any(
+        "<" in var.name and name.startswith(var.name.split("<")[0]) for var in ENV_VARS
+    )
+
+
+def _get(name: str) -> str:
+    """The variable's value, or its default; only names in the table."""
+    return os.environ.get(name, _BY_NAME[name].default).strip()
+
+
+def backend() -> str | None:
+    """FLAGOS_BACKEND, or None when unset or empty."""
+    return _get("FLAGOS_BACKEND") or None
+
+
+def plugin_path() -> list[str]:
+    """FLAGOS_PLUGIN_PATH split on os.pathsep, empty entries dropped."""
+    return [p for p in _get("FLAGOS_PLUGIN_PATH").split(os.pathsep) if p]
+
+
+def visible_devices() -> str:
+    """FLAGOS_VISIBLE_DEVICES as given ("" = all); the core parses it."""
+    return _get("FLAGOS_VISIBLE_DEVICES")
+
+
+def log_fallback() -> bool:
+    """FLAGOS_LOG_FALLBACK as a flag: 1/true/yes/on."""
+    return _get("FLAGOS_LOG_FALLBACK").lower() in ("1", "true", "yes", "on")
+
+
+def alias_cuda() -> str:
+    """FLAGOS_ALIAS_CUDA lower-cased: "0", "1" or "auto" (also when unset or empty)."""
+    return _get("FLAGOS_ALIAS_CUDA").lower() or "auto"
+
+
+def amp_dtype() -> str | None:
+    """FLAGOS_AMP_DTYPE ("bfloat16", ...), None when unset; flagos_torchfl.amp parses it."""
+    return _get("FLAGOS_AMP_DTYPE") or None
+
+
+def cache_dir() -> str:
+    """FLAGOS_CACHE_DIR, else ~/.cache/flagos (expanded)."""
+    return os.path.expanduser(_get("FLAGOS_CACHE_DIR") or "~/.cache/flagos")
+
+
+def no_color() -> bool:
+    """NO_COLOR (no-color.org) is set to anything non-empty: the tools print no colour."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
+def library_path() -> list[str]:
+    """LD_LIBRARY_PATH split on os.pathsep (flagos-torchfl doctor looks for clashes there)."""
+    return [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+
+
+def export_backend(name: str) -> None:
+    """Set FLAGOS_BACKEND=name for the processes this one starts (torchrun workers,
+    spawned DataLoader workers): they bring the same backend up at `import torch`."""
+    os.environ["FLAGOS_BACKEND"] = name
+
+
+def host_devices() -> int:
+    """FLAGOS_HOST_DEVICES (the host plugin reads it; reported by tools)."""
+    return int(_get("FLAGOS_HOST_DEVICES"))
+
+
+def host_memory_limit() -> int | None:
+    """FLAGOS_HOST_MEMORY_LIMIT in bytes, None when unset."""
+    value = _get("FLAGOS_HOST_MEMORY_LIMIT")
+    return parse_bytes(value) if value else None
+
+
+_SIZE = re.compile(r"^(\d+)\s*(?:([KMGT])(?:I?B)?|B)?$", re.IGNORECASE)
+
+
+def parse_bytes(text: str) -> int:
+    """'64M' -> 67108864; suffixes K, M, G, T (KB, KiB, ...) are powers of 1024,
+    as the host plugin reads FLAGOS_HOST_MEMORY_LIMIT."""
+    match = _SIZE.match(text.strip())
+    if not match:
+        raise ValueError(f"not a byte size: {text!r} (expected e.g. 1048576, 512K, 64M, 2GiB)")
+    return int(match.group(1)) << (10 * "_KMGT".index((match.group(2) or "_").upper()))
+
+
+def markdown() -> str:
+    """docs/env.md: the table above as markdown."""
+    lines = [
+        "# Environment variables",
+        "",
+        "<!-- Generated by `python -m flagos_torchfl env --markdown > docs/env.md` from the table in",
+        "python/flagos_torchfl/config.py; edit the table, not this file. -->",
+        "",
+        "| name | default | read by | meaning |",
+        "|---|---|---|---|",
+    ]
+    for var in ENV_VARS:
+        default = f"`{var.default}`" if var.default else "unset"
+        lines.append(f"| `{var.name}` | {default} | {var.read_by} | {var.meaning} |")
+    lines += [
+        "",
+        "PyTorch's own `TORCH_DEVICE_BACKEND_AUTOLOAD=0` turns off the backend autoload "
+        "that `FLAGOS_BACKEND` relies on at `import torch`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def current() -> list[tuple[EnvVar, str | None]]:
+    """Each variable with its value in this process (None when unset)."""
+    return [(var, os.environ.get(var.name)) for var in ENV_VARS if "<" not in var.name] + [
+        (var, f"{k}={v}")
+        for var in ENV_VARS
+        if "<" in var.name
+        for k, v in sorted(os.environ.items())
+        if k.startswith(var.name.split("<")[0])
+    ]

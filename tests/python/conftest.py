@@ -1,0 +1,114 @@
+"""Shared set-up of the Python tests.
+
+The test process brings the `host` backend up once (one device, the default
+memory). PrivateUse1 can be set up once per process, so every test that needs
+another configuration (broken plugins, two devices, a memory limit, autoload,
+logging) runs its code in a fresh interpreter through `run_python`.
+
+Without a built core (flagos_torchfl._C) the tests that need it are skipped
+with the build command as reason; under CI (CI set) that is an error instead.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_PLUGIN_DIR = REPO / "build" / "test_plugins"
+
+try:
+    import flagos_torchfl as ft
+except ImportError:  # not installed: test the source tree (config tests still run)
+    sys.path.insert(0, str(REPO / "python"))
+    import flagos_torchfl as ft
+
+try:
+    import flagos_torchfl._C  # noqa: F401
+
+    CORE_ERROR = None
+except ImportError as err:  # the core is not built (yet)
+    CORE_ERROR = (
+        f"flagos_torchfl._C is not built ({err}); run: pip install --no-build-isolation -e ."
+    )
+    if os.environ.get("CI"):
+        raise
+
+if CORE_ERROR is None:
+    ft.initialize(backend="host")
+
+
+def pytest_collection_modifyitems(config, items):
+    if CORE_ERROR is None:
+        return
+    skip = pytest.mark.skip(reason=CORE_ERROR)
+    for item in items:
+        if "no_core" not in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "no_core: runs without the compiled core")
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    """os.environ without FLAGOS_* (so the parent's settings never leak), plus overrides."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_")}
+    package_root = str(Path(ft.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    env.update(overrides)
+    return env
+
+
+def python_subprocess(code: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    """Run `code` (dedented) in a fresh interpreter with clean_env(**env); text output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+
+
+@pytest.fixture
+def run_python():
+    """python_subprocess, as a fixture."""
+    return python_subprocess
+
+
+def check_ok(proc: subprocess.CompletedProcess) -> str:
+    """The stdout of a successful run; fails the test with both streams otherwise."""
+    assert proc.returncode == 0, (
+        f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+    return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def test_plugin():
+    """test_plugin("wrong_abi") -> path of build/test_plugins/libflagos_test_wrong_abi.so."""
+
+    def path(breakage: str) -> str:
+        lib = TEST_PLUGIN_DIR / f"libflagos_test_{breakage}.so"
+        if not lib.exists():
+            message = f"{lib} is not built (FLAGOS_BUILD_TESTS=OFF?)"
+            if os.environ.get("CI"):
+                pytest.fail(message)
+            pytest.skip(message)
+        return str(lib)
+
+    return path
+
+
+def assert_close_to_cpu(on_device: torch.Tensor, on_cpu: torch.Tensor, **tolerances) -> None:
+    """The flagos result lives on flagos and equals the CPU one (within tolerances)."""
+    assert on_device.device.type == "flagos", f"result on {on_device.device}, expected flagos"
+    torch.testing.assert_close(on_device.cpu(), on_cpu, **tolerances)

@@ -1,0 +1,116 @@
+"""The host fallback tier: CPU-equal results (autograd included), counted and logged.
+
+The operators used here are outside the operator catalog (ops/catalog.yaml),
+so no backend has a kernel for them and they always take the host fallback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import flagos_torchfl as ft
+import pytest
+import torch
+from conftest import assert_close_to_cpu, check_ok
+
+# name (a substring of the ATen operator names it reaches) -> function
+FALLBACK_OPS = {
+    "cumprod": lambda x: torch.cumprod(x, dim=1),
+    "logcumsumexp": lambda x: torch.logcumsumexp(x, dim=1),
+    "kthvalue": lambda x: torch.kthvalue(x, 2, dim=1).values,
+    "median": lambda x: torch.median(x, dim=0).values,
+    "cummax": lambda x: torch.cummax(x, dim=1).values,
+    "renorm": lambda x: torch.renorm(x, 2, 0, 1.0),
+    "polygamma": lambda x: torch.polygamma(1, x * x + 1),
+}
+
+
+def fallback_calls(name: str) -> int:
+    """Calls on the fallback tier of the operators whose name contains `name`."""
+    return sum(t.get("fallback", 0) for op, t in ft.op_stats().items() if name in op)
+
+
+def inputs(requires_grad=False):
+    cpu = torch.randn(6, 5, generator=torch.Generator().manual_seed(0))
+    dev = cpu.to("flagos")
+    return cpu.requires_grad_(requires_grad), dev.requires_grad_(requires_grad)
+
+
+@pytest.mark.parametrize("name", FALLBACK_OPS)
+def test_fallback_result_equals_cpu(name):
+    cpu, dev = inputs()
+    assert_close_to_cpu(FALLBACK_OPS[name](dev), FALLBACK_OPS[name](cpu))
+
+
+@pytest.mark.parametrize("name", FALLBACK_OPS)
+def test_fallback_gradients_equal_cpu(name):
+    cpu, dev = inputs(requires_grad=True)
+    (FALLBACK_OPS[name](cpu) ** 2).sum().backward()
+    out = FALLBACK_OPS[name](dev)
+    assert out.grad_fn is not None
+    (out**2).sum().backward()
+    assert_close_to_cpu(dev.grad, cpu.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", FALLBACK_OPS)
+def test_op_stats_count_each_fallback_call(name):
+    _, dev = inputs()
+    before = fallback_calls(name)
+    FALLBACK_OPS[name](dev)
+    per_call = fallback_calls(name) - before
+    assert per_call >= 1, ft.op_stats()
+    for _ in range(3):
+        FALLBACK_OPS[name](dev)
+    assert fallback_calls(name) - before == 4 * per_call
+
+
+def test_reset_op_stats():
+    _, dev = inputs()
+    FALLBACK_OPS["cumprod"](dev)
+    assert fallback_calls("cumprod") >= 1
+    ft.reset_op_stats()
+    assert fallback_calls("cumprod") == 0
+    assert all(n == 0 for tiers in ft.op_stats().values() for n in tiers.values())
+
+
+def test_op_stats_shape():
+    _, dev = inputs()
+    FALLBACK_OPS["kthvalue"](dev)
+    stats = ft.op_stats()
+    assert stats and all(isinstance(op, str) and "::" in op for op in stats)
+    for tiers in stats.values():
+        assert set(tiers) <= set(ft.backend.TIERS)
+        assert all(isinstance(n, int) and n >= 0 for n in tiers.values())
+
+
+LOG_SNIPPET = """
+    import json, torch, flagos_torchfl as ft
+    ft.initialize("host")
+    x = torch.randn(4, 5, device="flagos")
+    for _ in range(3):
+        torch.cumprod(x, 1)
+        torch.kthvalue(x, 2, 1)
+    stats = ft.op_stats()
+    print(json.dumps(sorted(op for op, t in stats.items() if t.get("fallback"))))
+"""
+
+
+def fallback_lines(stderr: str, op: str) -> list[str]:
+    """stderr lines naming exactly `op` (not another overload of it)."""
+    pattern = re.compile(re.escape(op) + r"(?![\w.])")
+    return [line for line in stderr.splitlines() if pattern.search(line)]
+
+
+def test_log_fallback_logs_once_per_operator(run_python):
+    proc = run_python(LOG_SNIPPET, FLAGOS_LOG_FALLBACK="1")
+    ops = json.loads(check_ok(proc).strip().splitlines()[-1])
+    assert any("cumprod" in op for op in ops) and any("kthvalue" in op for op in ops)
+    for op in ops:
+        assert len(fallback_lines(proc.stderr, op)) == 1, (op, proc.stderr)
+
+
+def test_no_fallback_log_by_default(run_python):
+    proc = run_python(LOG_SNIPPET)
+    for op in json.loads(check_ok(proc).strip().splitlines()[-1]):
+        assert fallback_lines(proc.stderr, op) == [], proc.stderr
