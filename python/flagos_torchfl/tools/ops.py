@@ -1,0 +1,224 @@
+"""`flagos-torchfl ops`: the operator catalog and the tier each overload takes here.
+
+    support_list(backend=None) -> dict   the "vendor support list" (JSON-ready)
+
+For each semantic operator of ops/catalog.yaml: its family, dtypes, whether
+the backend has a native kernel, and for each ATen overload the route after
+the FLAGOS_OP_<ID> / FLAGOS_FORCE_FALLBACK overrides and the tier a call
+takes (Note [Predicted tier]). PrivateUse1 is set up once per process, so a
+backend other than the one running here is asked in a subprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._output import add_output_arguments, render, write_json
+
+# Note [Predicted tier]
+# The bridge (csrc/dispatch/semantic/bridge.cpp, Note [The semantic bridge])
+# tries native, generated, decomposition, host. Without running anything we
+# predict: route "fallback" -> fallback; a native kernel for the semantic ID
+# (and a route that allows it) -> native; else the overload's composite kernel
+# when ATen has one and the catalog does not forbid it (decompose: false) ->
+# decomposition; else fallback. A structured functional/in-place overload
+# (add.Tensor, exp_) decomposes into its `.out` overload, so it takes that
+# overload's tier ("decomposition" when that one is native). The generated
+# tier does not exist yet. Kernels may still refuse a call at run time
+# (NOT_SUPPORTED for a dtype) and move on: op_stats() says what really ran.
+
+_CATALOG_CANDIDATES = (Path(__file__).resolve().parents[3] / "ops" / "catalog.yaml",)
+
+
+def _catalog_yaml() -> dict[str, dict[str, Any]]:
+    """id -> catalog entry with dtype groups expanded; {} when the yaml is not here
+    (an installed package without the source tree) or PyYAML is missing."""
+    try:
+        import yaml
+    except ImportError:
+        return {}
+    for path in _CATALOG_CANDIDATES:
+        if path.is_file():
+            data = yaml.safe_load(path.read_text())
+            groups = data.get("dtype_groups", {})
+
+            def expand(names, groups=groups):
+                out = []
+                for n in names:
+                    out += expand(groups[n]) if n in groups else [n]
+                return out
+
+            return {op["id"]: {**op, "dtypes": expand(op.get("dtypes", []))} for op in data["ops"]}
+    return {}
+
+
+def _has_composite(name: str) -> tuple[bool, bool]:
+    """(CompositeExplicitAutograd, CompositeExplicitAutogradNonFunctional) kernels of an overload."""
+    import torch
+
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return has(name, "CompositeExplicitAutograd"), has(
+        name, "CompositeExplicitAutogradNonFunctional"
+    )
+
+
+def out_overload(name: str) -> str:
+    """aten::add.Tensor / aten::add_.Tensor / aten::exp -> aten::add.out / aten::exp.out."""
+    base = name.split(".", 1)[0]
+    if base.endswith("_") and not base.endswith("__"):
+        base = base[:-1]
+    return f"{base}.out"
+
+
+def _catalog_tables() -> tuple[dict[str, str], dict[str, str], set[str]]:
+    """(overload -> semantic id, overload -> route, native ids); empty without the catalog."""
+    import torch
+
+    try:
+        overloads = dict(r.split("=", 1) for r in torch.ops.flagos._catalog_overloads())
+        routes = dict(r.split("=", 1) for r in torch.ops.flagos._catalog_routes())
+        native = set(torch.ops.flagos._catalog_native_ids())
+    except (AttributeError, RuntimeError):  # core built with FLAGOS_ENABLE_CATALOG=OFF
+        return {}, {}, set()
+    return overloads, routes, native
+
+
+def _local_support() -> dict[str, Any]:
+    from .. import backend_info, initialize, is_initialized
+
+    if not is_initialized():
+        initialize()
+    info = backend_info(verbose=False)
+    overloads, routes, native = _catalog_tables()
+    entries = _catalog_yaml()
+
+    tiers: dict[str, str] = {}
+
+    def tier(name: str) -> str:
+        if name in tiers:
+            return tiers[name]
+        op_id, route = overloads[name], routes.get(name, "auto")
+        cea, ceanf = _has_composite(name)
+        out = out_overload(name)
+        if route == "fallback":
+            result = "fallback"
+        elif op_id in native:
+            result = "native"
+        elif entries.get(op_id, {}).get("decompose", True) is False or not (cea or ceanf):
+            result = "fallback"
+        elif ceanf and out in overloads and out != name:
+            result = "decomposition" if tier(out) == "native" else tier(out)
+        else:
+            result = "decomposition"
+        tiers[name] = result
+        return result
+
+    by_id: dict[str, dict[str, Any]] = {}
+    for name, op_id in overloads.items():
+        entry = entries.get(op_id, {})
+        row = by_id.setdefault(
+            op_id,
+            {
+                "id": op_id,
+                "family": entry.get("family", "?"),
+                "dtypes": entry.get("dtypes", []),
+                "native": op_id in native,
+                "overloads": {},
+            },
+        )
+        row["overloads"][name] = {"route": routes.get(name, "auto"), "tier": tier(name)}
+    summary: dict[str, int] = {}
+    for t in tiers.values():
+        summary[t] = summary.get(t, 0) + 1
+    return {
+        "backend": info["backend"],
+        "plugin_version": info["plugin_version"],
+        "abi": info["abi"],
+        "torch_version": info["torch_version"],
+        "catalog": bool(overloads),
+        "native_ids": sorted(native),
+        "ops": list(by_id.values()),
+        "overloads": dict(sorted(tiers.items())),
+        "summary": {"semantic_ops": len(by_id), "overloads": len(tiers), "tiers": summary},
+    }
+
+
+def support_list(backend: str | None = None) -> dict[str, Any]:
+    """The support list of `backend` (default: the running one, else FLAGOS_BACKEND/auto).
+
+    In this process when nothing or the same backend is initialized; otherwise
+    from `python -m flagos_torchfl ops --backend NAME --json -` in a subprocess.
+    """
+    from .. import backend as _backend
+    from .. import initialize, is_initialized
+
+    running = _backend._backend_name
+    if backend in (None, "auto") or backend == running:
+        return _local_support()
+    if not is_initialized():
+        initialize(backend)
+        return _local_support()
+    proc = subprocess.run(
+        [sys.executable, "-m", "flagos_torchfl", "ops", "--backend", backend, "--json", "-", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"ops --backend {backend} failed: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout)
+
+
+def load_support(path: str) -> dict[str, Any]:
+    """A support list written by `ops --json FILE` (what coverage intersects with)."""
+    data = json.loads(Path(path).read_text())
+    if "overloads" not in data or "backend" not in data:
+        raise ValueError(f"{path}: not a support list from `flagos-torchfl ops --json`")
+    return data
+
+
+def format_support(data: dict[str, Any], tier: str | None = None, family: str | None = None) -> str:
+    rows = [["operator", "family", "tier", "dtypes", "overloads"]]
+    for op in sorted(data["ops"], key=lambda o: (o["family"], o["id"])):
+        if family and op["family"] != family:
+            continue
+        op_tiers = sorted({o["tier"] for o in op["overloads"].values()})
+        if tier and tier not in op_tiers:
+            continue
+        dtypes = ",".join(d.replace("float", "f").replace("bfloat", "bf") for d in op["dtypes"])
+        rows.append([op["id"], op["family"], "/".join(op_tiers), dtypes, str(len(op["overloads"]))])
+    s = data["summary"]
+    tiers = ", ".join(f"{k} {v}" for k, v in sorted(s["tiers"].items()))
+    head = (
+        f"backend {data['backend']} {data['plugin_version']} (ABI {data['abi']}), "
+        f"torch {data['torch_version']}\n"
+        f"catalog: {s['semantic_ops']} semantic operators ({len(data['native_ids'])} with a native "
+        f"kernel), {s['overloads']} ATen overloads: {tiers or 'none'}"
+    )
+    if not data["catalog"]:
+        head += "\n(the core was built without the catalog: every ATen op outside the core's own "
+        head += "takes the host fallback)"
+    return head + "\n\n" + render(rows, colour_column=2)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--backend", default=None, help="plugin name (default: $FLAGOS_BACKEND, else auto)"
+    )
+    parser.add_argument("--tier", default=None, help="only operators with an overload on this tier")
+    parser.add_argument("--family", default=None, help="only this family (pointwise, gemm, ...)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no table (with --json)")
+    add_output_arguments(parser)
+
+
+def command(args: argparse.Namespace) -> int:
+    data = support_list(args.backend)
+    write_json(args.json, data)
+    if not args.quiet and args.json != "-":
+        print(format_support(data, args.tier, args.family))
+    return 0

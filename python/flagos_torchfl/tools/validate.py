@@ -1,0 +1,428 @@
+"""`flagos-torchfl validate --level N`: the validation ladder, each level against CPU.
+
+    validate(levels=3, model=None, ...) -> {"levels": [...], "ok": bool}
+
+  1 operators  conv, matmul, transpose, softmax, layer norm, ... per dtype,
+               flagos vs CPU within the dtype's tolerances
+  2 inference  the model's outputs on flagos vs CPU: max abs / rel error,
+               top-1 agreement for classifiers (N x C outputs)
+  3 training   N optimizer steps (SGD) from the same weights on both: the
+               loss falls and tracks the CPU curve within a relative tolerance
+
+Levels run in order and the ladder stops at the first failing level (later
+ones build on it) unless keep_going. Levels 4 (multi-device DDP) and 5 (full
+regression) are not implemented yet. Every level yields a pass criterion, its
+cases with their numbers, and a message naming what failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import _model
+from ._output import add_output_arguments, paint, render, use_colour, write_json, write_junit
+
+DEVICE = "flagos"
+LEVEL_NAMES = {1: "operators", 2: "inference", 3: "training"}
+# (atol, rtol) per dtype, as torch.testing.assert_close uses for these dtypes, widened
+# a little for reductions whose summation order differs between devices.
+TOLERANCES = {
+    "float32": (1e-4, 1e-4),
+    "float64": (1e-7, 1e-7),
+    "bfloat16": (2e-2, 2e-2),
+    "float16": (2e-3, 2e-3),
+}
+
+
+def _operator_cases() -> list[tuple[str, Callable, Callable]]:
+    """(name, make inputs(generator, dtype) -> tuple, fn(*inputs)) for level 1."""
+    import torch
+    import torch.nn.functional as F
+
+    def r(*shape):
+        return lambda g, dt: torch.randn(*shape, generator=g).to(dt)
+
+    def inputs(*makers):
+        return lambda g, dt: tuple(m(g, dt) for m in makers)
+
+    return [
+        ("add", inputs(r(8, 16), r(16)), lambda a, b: a + b),
+        ("mul", inputs(r(8, 16), r(8, 16)), lambda a, b: a * b),
+        ("matmul", inputs(r(16, 32), r(32, 8)), torch.matmul),
+        ("bmm", inputs(r(4, 8, 16), r(4, 16, 8)), torch.bmm),
+        ("linear", inputs(r(8, 16), r(12, 16), r(12)), F.linear),
+        ("transpose", inputs(r(6, 10)), lambda a: a.t().contiguous()),
+        (
+            "conv2d",
+            inputs(r(2, 3, 10, 10), r(4, 3, 3, 3), r(4)),
+            lambda x, w, b: F.conv2d(x, w, b, padding=1),
+        ),
+        ("max_pool2d", inputs(r(2, 3, 8, 8)), lambda x: F.max_pool2d(x, 2)),
+        ("softmax", inputs(r(8, 20)), lambda x: torch.softmax(x, dim=-1)),
+        ("log_softmax", inputs(r(8, 20)), lambda x: torch.log_softmax(x, dim=-1)),
+        (
+            "layer_norm",
+            inputs(r(8, 32), r(32), r(32)),
+            lambda x, w, b: F.layer_norm(x, (32,), w, b),
+        ),
+        ("relu", inputs(r(8, 16)), torch.relu),
+        ("gelu", inputs(r(8, 16)), F.gelu),
+        ("sum", inputs(r(8, 16)), lambda x: x.sum(dim=1)),
+        ("mean", inputs(r(8, 16)), lambda x: x.mean()),
+        ("cat", inputs(r(4, 5), r(3, 5)), lambda a, b: torch.cat([a, b])),
+    ]
+
+
+def _errors(out, ref) -> tuple[float, float]:
+    import torch
+
+    out, ref = out.detach().cpu().double(), ref.detach().cpu().double()
+    diff = (out - ref).abs()
+    if diff.numel() == 0:
+        return 0.0, 0.0
+    rel = diff / ref.abs().clamp_min(torch.finfo(torch.float32).tiny)
+    return float(diff.max()), float(rel.max())
+
+
+def _within(out, ref, atol: float, rtol: float) -> bool:
+    import torch
+
+    return out.shape == ref.shape and bool(
+        torch.isclose(out.detach().cpu().double(), ref.detach().cpu().double(), rtol, atol).all()
+    )
+
+
+def _tiers(names_before: dict, after: dict) -> str:
+    tiers = set()
+    for op, counts in after.items():
+        for tier, n in counts.items():
+            if n > names_before.get(op, {}).get(tier, 0):
+                tiers.add(tier)
+    return "/".join(sorted(tiers - {"core"})) or "core"
+
+
+def level_operators(dtypes: list[str]) -> dict[str, Any]:
+    import torch
+
+    from .. import op_stats
+
+    cases = []
+    for name, make, fn in _operator_cases():
+        for dtype_name in dtypes:
+            dtype = getattr(torch, dtype_name)
+            atol, rtol = TOLERANCES[dtype_name]
+            args = make(torch.Generator().manual_seed(0), dtype)
+            t0 = time.perf_counter()
+            case = {"name": f"{name}[{dtype_name}]", "atol": atol, "rtol": rtol}
+            try:
+                ref = fn(*args)
+                before = op_stats()
+                out = fn(*_model.to_device(args, DEVICE))
+                case["tier"] = _tiers(before, op_stats())
+                case["max_abs"], case["max_rel"] = _errors(out, ref)
+                case["ok"] = out.device.type == DEVICE and _within(out, ref, atol, rtol)
+                if not case["ok"]:
+                    case["message"] = (
+                        f"{name} {dtype_name}: flagos differs from CPU, max abs error "
+                        f"{case['max_abs']:.3g} (atol {atol:g}), max rel error "
+                        f"{case['max_rel']:.3g} (rtol {rtol:g}), tier {case['tier']}"
+                    )
+            except (RuntimeError, TypeError, NotImplementedError) as err:
+                case.update(ok=False, message=f"{name} {dtype_name}: raised {err}")
+            case["time"] = time.perf_counter() - t0
+            cases.append(case)
+    return {
+        "criterion": "every operator on every dtype matches CPU within |d - c| <= atol + rtol*|c|",
+        "cases": cases,
+    }
+
+
+def _classifier(out) -> bool:
+    return out is not None and out.dim() == 2 and out.shape[1] > 1 and out.is_floating_point()
+
+
+def level_inference(case: _model.ModelCase, atol: float, rtol: float) -> dict[str, Any]:
+    import torch
+
+    cpu_model = copy.deepcopy(case.model).to("cpu").eval()
+    dev_model = copy.deepcopy(case.model).to(DEVICE).eval()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        ref = _model.first_tensor(cpu_model(*_model.to_device(case.inputs, "cpu")))
+        out = _model.first_tensor(dev_model(*_model.to_device(case.inputs, DEVICE)))
+    result = {"name": "outputs", "atol": atol, "rtol": rtol}
+    result["max_abs"], result["max_rel"] = _errors(out, ref)
+    result["ok"] = _within(out, ref, atol, rtol)
+    if _classifier(ref):
+        agree = float((out.cpu().argmax(1) == ref.argmax(1)).float().mean())
+        result["top1_agreement"] = agree
+        result["ok"] = result["ok"] and agree == 1.0
+    if not result["ok"]:
+        result["message"] = (
+            f"model outputs differ from CPU: max abs error {result['max_abs']:.3g} (atol {atol:g}), "
+            f"max rel error {result['max_rel']:.3g} (rtol {rtol:g})"
+            + (
+                f", top-1 agreement {result['top1_agreement']:.1%}"
+                if "top1_agreement" in result
+                else ""
+            )
+        )
+    result["time"] = time.perf_counter() - t0
+    return {
+        "criterion": "outputs within |d - c| <= atol + rtol*|c|; classifiers: same top-1 class",
+        "cases": [result],
+    }
+
+
+def _train(case: _model.ModelCase, device: str, steps: int, lr: float) -> list[float]:
+    import torch
+
+    model = copy.deepcopy(case.model).to(device).train()
+    inputs = _model.to_device(case.inputs, device)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = case.loss_fn(model(*inputs))
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach().cpu()))
+    return losses
+
+
+def level_training(
+    case: _model.ModelCase, steps: int, lr: float, tol: float, plot: str | None
+) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    cpu = _train(case, "cpu", steps, lr)
+    dev = _train(case, DEVICE, steps, lr)
+    deviation = max(abs(d - c) / max(abs(c), 1e-8) for d, c in zip(dev, cpu, strict=True))
+    falls = dev[-1] < dev[0]
+    result = {
+        "name": "loss curve",
+        "steps": steps,
+        "lr": lr,
+        "loss_first": dev[0],
+        "loss_last": dev[-1],
+        "cpu_loss_last": cpu[-1],
+        "max_rel_deviation": deviation,
+        "tolerance": tol,
+        "losses": dev,
+        "cpu_losses": cpu,
+        "ok": falls and deviation <= tol,
+        "time": time.perf_counter() - t0,
+    }
+    if not result["ok"]:
+        why = []
+        if not falls:
+            why.append(f"the loss does not fall ({dev[0]:.4g} -> {dev[-1]:.4g})")
+        if deviation > tol:
+            step = max(range(steps), key=lambda i: abs(dev[i] - cpu[i]) / max(abs(cpu[i]), 1e-8))
+            why.append(
+                f"the loss leaves the CPU curve: max relative deviation {deviation:.3g} > {tol:g} "
+                f"(step {step}: flagos {dev[step]:.6g}, cpu {cpu[step]:.6g})"
+            )
+        result["message"] = "training: " + "; ".join(why)
+    if plot:
+        result["plot"] = _plot(plot, dev, cpu)
+    return {
+        "criterion": f"the loss falls over {steps} steps and stays within {tol:g} (relative) of CPU",
+        "cases": [result],
+    }
+
+
+def _plot(path: str, dev: list[float], cpu: list[float]) -> str | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(cpu, label="cpu")
+    ax.plot(dev, label="flagos", linestyle="--")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.legend()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def validate(
+    level: int = 3,
+    model: str | _model.ModelCase | None = None,
+    backend: str | None = None,
+    dtypes: tuple[str, ...] = ("float32", "bfloat16"),
+    steps: int = 100,
+    lr: float = 0.05,
+    atol: float = 1e-4,
+    rtol: float = 1e-3,
+    loss_tol: float = 1e-3,
+    plot: str | None = None,
+    keep_going: bool = False,
+) -> dict[str, Any]:
+    """Run levels 1..level (see the module docstring); levels 2-3 need a model."""
+    from .. import backend_info, initialize
+
+    if level not in LEVEL_NAMES:
+        raise ValueError(f"validate: level must be 1..3 (4-5 are not implemented yet), not {level}")
+    for d in dtypes:
+        if d not in TOLERANCES:
+            raise ValueError(f"validate: unknown dtype {d!r}; expected {sorted(TOLERANCES)}")
+    if level >= 2 and model is None:
+        raise ValueError("validate: levels 2 and 3 need a model (--model FILE.py[:FUNC])")
+    initialize(backend)
+    case = _model.load(model) if isinstance(model, str) else model
+    levels = []
+    for n in range(1, level + 1):
+        if n == 1:
+            result = level_operators(list(dtypes))
+        elif n == 2:
+            result = level_inference(case, atol, rtol)
+        else:
+            result = level_training(case, steps, lr, loss_tol, plot)
+        failed = [c for c in result["cases"] if not c["ok"]]
+        levels.append(
+            {
+                "level": n,
+                "name": LEVEL_NAMES[n],
+                "ok": not failed,
+                "message": "; ".join(c["message"] for c in failed),
+                **result,
+            }
+        )
+        if failed and not keep_going:
+            break
+    ok = all(lv["ok"] for lv in levels) and len(levels) == level
+    first_failure = next((lv["level"] for lv in levels if not lv["ok"]), None)
+    return {
+        "backend": backend_info(verbose=False)["backend"],
+        "model": case.name if case else None,
+        "requested_level": level,
+        "levels": levels,
+        "ok": ok,
+        "failed_level": first_failure,
+    }
+
+
+def format_result(result: dict[str, Any]) -> str:
+    colour = use_colour()
+    lines = [
+        f"validate on {result['backend']}"
+        + (f", model {result['model']}" if result["model"] else "")
+    ]
+    for lv in result["levels"]:
+        verdict = "pass" if lv["ok"] else "FAIL"
+        lines.append(
+            f"\nlevel {lv['level']} ({lv['name']}): {paint(verdict, verdict.lower(), colour)}"
+            f" -- {lv['criterion']}"
+        )
+        if lv["level"] == 1:
+            rows = [["case", "result", "tier", "max abs", "max rel"]]
+            for c in lv["cases"]:
+                rows.append(
+                    [
+                        c["name"],
+                        "pass" if c["ok"] else "fail",
+                        c.get("tier", "-"),
+                        f"{c.get('max_abs', float('nan')):.3g}",
+                        f"{c.get('max_rel', float('nan')):.3g}",
+                    ]
+                )
+            lines.append(render(rows, colour_column=1))
+        else:
+            c = lv["cases"][0]
+            if lv["level"] == 2:
+                extra = (
+                    f", top-1 agreement {c['top1_agreement']:.1%}" if "top1_agreement" in c else ""
+                )
+                lines.append(
+                    f"  max abs error {c['max_abs']:.3g}, max rel error {c['max_rel']:.3g}{extra}"
+                )
+            else:
+                lines.append(
+                    f"  loss {c['loss_first']:.5g} -> {c['loss_last']:.5g} in {c['steps']} steps "
+                    f"(cpu {c['cpu_loss_last']:.5g}), max relative deviation "
+                    f"{c['max_rel_deviation']:.3g}"
+                    + (f", plot {c['plot']}" if c.get("plot") else "")
+                )
+        if not lv["ok"]:
+            lines.append(f"  FAILED: {lv['message']}")
+    skipped = result["requested_level"] - len(result["levels"])
+    if skipped:
+        lines.append(
+            f"\nlevels {len(result['levels']) + 1}..{result['requested_level']} not run "
+            "(a lower level failed; --keep-going runs them anyway)"
+        )
+    lines.append(
+        "\nresult: " + ("pass" if result["ok"] else f"FAIL at level {result['failed_level']}")
+    )
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--level", type=int, default=1, choices=[1, 2, 3], help="run levels 1..LEVEL (default 1)"
+    )
+    parser.add_argument("--model", default=None, help="FILE.py[:FUNC] or MODULE:FUNC (levels 2-3)")
+    parser.add_argument("--backend", default=None, help="plugin (default: $FLAGOS_BACKEND/auto)")
+    parser.add_argument(
+        "--dtypes",
+        default="float32,bfloat16",
+        help="level 1 dtypes, comma-separated (default float32,bfloat16)",
+    )
+    parser.add_argument("--steps", type=int, default=100, help="level 3 training steps (100)")
+    parser.add_argument("--lr", type=float, default=0.05, help="level 3 SGD learning rate")
+    parser.add_argument("--atol", type=float, default=1e-4, help="level 2 absolute tolerance")
+    parser.add_argument("--rtol", type=float, default=1e-3, help="level 2 relative tolerance")
+    parser.add_argument(
+        "--loss-tol",
+        type=float,
+        default=1e-3,
+        help="level 3 max relative deviation of the loss from CPU",
+    )
+    parser.add_argument(
+        "--plot", metavar="PNG", default=None, help="level 3 loss curves (needs matplotlib)"
+    )
+    parser.add_argument("--keep-going", action="store_true", help="run every level")
+    add_output_arguments(parser, junit=True)
+
+
+def command(args: argparse.Namespace) -> int:
+    result = validate(
+        level=args.level,
+        model=args.model,
+        backend=args.backend,
+        dtypes=tuple(d for d in args.dtypes.split(",") if d),
+        steps=args.steps,
+        lr=args.lr,
+        atol=args.atol,
+        rtol=args.rtol,
+        loss_tol=args.loss_tol,
+        plot=args.plot,
+        keep_going=args.keep_going,
+    )
+    write_json(args.json, result)
+    write_junit(
+        args.junit,
+        "flagos-torchfl.validate",
+        [
+            {
+                "name": f"level{lv['level']}.{lv['name']}.{c['name']}",
+                "ok": c["ok"],
+                "message": c.get("message", ""),
+                "time": c.get("time", 0.0),
+            }
+            for lv in result["levels"]
+            for c in lv["cases"]
+        ],
+    )
+    if args.json != "-":
+        print(format_result(result))
+    return 0 if result["ok"] else 1

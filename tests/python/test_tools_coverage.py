@@ -1,0 +1,59 @@
+"""`flagos-torchfl coverage`: the ATen ops a model uses and the tier each would take."""
+
+from __future__ import annotations
+
+from tool_models.cli import MLP, SPECIAL, TIERS, explain, read_json, run_cli
+
+
+def test_an_op_outside_the_catalog_is_reported_as_fallback_and_fails(tmp_path):
+    report, md = tmp_path / "cov.json", tmp_path / "cov.md"
+    proc = run_cli(
+        "coverage",
+        SPECIAL,
+        "--backend",
+        "host",
+        "--json",
+        str(report),
+        "--markdown",
+        str(md),
+        "--fail-on",
+        "fallback",
+    )
+    assert proc.returncode == 1, explain(proc)
+    data = read_json(report)
+    assert data["backends"] == ["host"]
+    ops = {r["op"]: r for r in data["ops"]}
+    bessel = ops["aten::special_bessel_j0"]
+    assert bessel["tiers"] == {"host": "fallback"} and bessel["in_catalog"] is False
+    assert bessel["calls"] == 1 and bessel["dtypes"] == ["float32"]
+    assert "aten::addmm" in ops and "aten::mm" in ops  # forward and backward of the Linear
+    assert all(t in TIERS for r in data["ops"] for t in r["tiers"].values())
+    assert "would take fallback or worse" in proc.stdout
+    assert "aten::special_bessel_j0" in proc.stdout.split("would take fallback or worse")[1]
+    text = md.read_text()
+    assert "| `aten::special_bessel_j0` | 1 | float32 | fallback |" in text
+    assert "# Operator coverage" in text
+
+
+def test_coverage_intersects_with_a_saved_support_list(tmp_path):
+    support = tmp_path / "host.json"
+    assert run_cli("ops", "--backend", "host", "--json", str(support), "-q").returncode == 0
+    report = tmp_path / "cov.json"
+    proc = run_cli("coverage", MLP, "--support", str(support), "--json", str(report))
+    assert proc.returncode == 0, explain(proc)  # no --fail-on: a report, not a verdict
+    data = read_json(report)
+    assert data["backends"] == ["host"]
+    ops = {r["op"]: r for r in data["ops"]}
+    assert ops["aten::view"]["tiers"]["host"] == "core"  # the core's own kernel
+    assert ops["aten::t"]["tiers"]["host"] == "decomposition"  # ATen's composite
+    summary = data["summary"]["host"]
+    assert sum(s["ops"] for s in summary.values()) == len(data["ops"])
+    assert "host:" in proc.stdout and "aten::addmm" in proc.stdout
+
+
+def test_bad_model_spec_is_a_clear_error(tmp_path):
+    proc = run_cli("coverage", str(tmp_path / "missing.py"))
+    assert proc.returncode == 1
+    assert "model file not found" in proc.stderr
+    proc = run_cli("coverage", f"{MLP}:no_such_function")
+    assert proc.returncode == 1 and "has no function no_such_function()" in proc.stderr

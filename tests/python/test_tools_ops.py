@@ -1,0 +1,68 @@
+"""`flagos-torchfl ops`: the catalog and the tier of each overload on a backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import flagos_torchfl as ft
+import pytest
+from conftest import REPO
+from tool_models.cli import TIERS, explain, read_json, run_cli
+
+
+def test_ops_table_and_json(tmp_path):
+    out = tmp_path / "support.json"
+    proc = run_cli("ops", "--backend", "host", "--json", str(out))
+    assert proc.returncode == 0, explain(proc)
+    assert "backend host" in proc.stdout and "ATen overloads" in proc.stdout
+    assert "\033[" not in proc.stdout  # no colour when stdout is not a terminal
+    data = read_json(out)
+    assert data["backend"] == "host"
+    assert set(data["overloads"].values()) <= TIERS
+    assert data["summary"]["overloads"] == len(data["overloads"])
+    if data["catalog"]:
+        assert data["overloads"]["aten::add.Tensor"] in TIERS
+        ids = {op["id"]: op for op in data["ops"]}
+        if Path(ft.__file__).resolve().is_relative_to(REPO):  # ops/catalog.yaml is readable
+            assert "float32" in ids["add"]["dtypes"] and ids["add"]["family"] == "pointwise"
+        assert ids["add"]["native"] == ("add" in data["native_ids"])
+        assert any(line.split()[:1] == ["add"] for line in proc.stdout.splitlines())
+
+
+def test_routing_overrides_show_in_the_support_list(tmp_path):
+    out = tmp_path / "support.json"
+    proc = run_cli(
+        "ops", "--json", str(out), "-q", FLAGOS_BACKEND="host", FLAGOS_OP_RELU="fallback"
+    )
+    data = read_json(out)
+    if not data["catalog"]:
+        pytest.skip("core built without the catalog")
+    assert proc.returncode == 0, explain(proc)
+    relu = next(op for op in data["ops"] if op["id"] == "relu")
+    assert {o["route"] for o in relu["overloads"].values()} == {"fallback"}
+    assert data["overloads"]["aten::relu"] == "fallback"
+
+
+def test_support_list_api_in_process_and_for_another_backend():
+    from flagos_torchfl.tools import ops
+
+    here = ops.support_list()  # the test process runs `host`
+    assert here["backend"] == "host" and isinstance(here["overloads"], dict)
+    assert ft.is_initialized()
+    with pytest.raises(RuntimeError, match="ops --backend no_such_backend failed"):
+        ops.support_list("no_such_backend")  # asked in a subprocess, which fails
+
+
+def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
+    from flagos_torchfl.tools import _output
+
+    class Terminal:
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert _output.use_colour(Terminal()) and not _output.use_colour(open(__file__))
+    assert _output.paint("fallback", "fallback", True) == "\033[31mfallback\033[0m"
+    assert _output.paint("fallback", "fallback", False) == "fallback"
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not _output.use_colour(Terminal())
