@@ -6,4 +6,5 @@
 namespace flagos::python {
 void bindRuntime(pybind11::module_& m);   // runtime_bindings.cpp
 void bindDispatch(pybind11::module_& m);  // dispatch_bindings.cpp
+void bindComm(pybind11::module_& m);      // comm/bindings.cpp
 }  // namespace flagos::python

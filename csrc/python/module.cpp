@@ -6,4 +6,5 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "flagos-torchfl core (runtime, dispatch, kernels, comm)";
   flagos::python::bindRuntime(m);
   flagos::python::bindDispatch(m);
+  flagos::python::bindComm(m);
 }

@@ -34,7 +34,7 @@ def _autoload() -> None:
 
 from importlib.metadata import PackageNotFoundError, version  # noqa: E402
 
-from . import amp, backend, config, cuda_alias  # noqa: E402
+from . import amp, backend, config, cuda_alias, distributed  # noqa: E402
 from .backend import (  # noqa: E402
     backend_info,
     initialize,
@@ -52,6 +52,7 @@ __all__ = [
     "__version__",
     "amp",
     "cuda_alias",
+    "distributed",
     "backend_info",
     "config",
     "initialize",

@@ -20,7 +20,7 @@ import json
 import sys
 from collections.abc import Callable
 
-from . import launch
+from . import launch, selftest
 from .tools import bench, coverage, doctor, ops, validate
 
 
@@ -133,6 +133,11 @@ _COMMANDS: dict[str, Command] = {
         "time a model: latency percentiles, throughput, memory, per-operator times",
         bench.add_arguments,
         bench.command,
+    ),
+    "selftest": (
+        "under torchrun: all_reduce correctness and bandwidth of the communication plane",
+        selftest.add_arguments,
+        selftest.command,
     ),
     "validate": (
         "check operators, inference and training on flagos against CPU (levels 1-3)",

@@ -66,6 +66,9 @@ def _register_with_torch() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
+    from . import distributed
+
+    distributed.register()  # the fccl c10d backend for the flagos device
 
 
 def initialize(backend: str | None = None) -> None:
@@ -160,7 +163,7 @@ def backend_info(verbose: bool = True) -> dict[str, Any]:
     a readable summary of it.
     """
     C = _require_initialized()
-    from . import __version__
+    from . import __version__, distributed
 
     raw = C._backend_info()
     devices = []
@@ -182,6 +185,7 @@ def backend_info(verbose: bool = True) -> dict[str, Any]:
         "native_kernels": raw["native_kernels"],
         "compiler": raw["compiler"],
         "collectives": raw["collectives"] or "host (gloo)",
+        "comm": distributed.comm_info(),
         "discovery": [dict(r) for r in C._discovery_report()],
         "flagos_torchfl_version": __version__,
         "torch_version": torch.__version__,
@@ -214,6 +218,7 @@ def format_backend_info(info: dict[str, Any]) -> str:
         ["native kernels", str(info["native_kernels"])],
         ["compiler", info["compiler"] or "none (no generated kernels)"],
         ["collectives", info["collectives"]],
+        ["comm route", f"{info['comm']['route']} ({info['comm']['library']})"],
     ]
     lines = [
         f"flagos-torchfl {info['flagos_torchfl_version']} on torch {info['torch_version']}",
