@@ -140,7 +140,7 @@ _COMMANDS: dict[str, Command] = {
         selftest.command,
     ),
     "validate": (
-        "check operators, inference and training on flagos against CPU (levels 1-3)",
+        "the validation ladder against CPU: operators, inference, training, DDP, regression",
         validate.add_arguments,
         validate.command,
     ),

@@ -1,16 +1,23 @@
 """`flagos-torchfl bench MODEL`: latency, throughput, peak memory and a per-operator
 time table that says which tier each operator took.
 
-    bench(model, steps=20, warmup=5, train=False, compare=None) -> dict
+    bench(model, steps=20, warmup=5, train=False, compare=None, profile=False) -> dict
 
 Each step is one forward (with --train also the loss's backward and zeroing
 the gradients) followed by a device synchronize. After the timed steps, one
 more step runs under a dispatch mode that synchronizes around every ATen call
-and times it (torch.profiler does not time PrivateUse1 kernels by itself:
-its device activity needs a profiler plugin this backend does not have).
-The tier of each operator is what op_stats() counted during that step; an
-operator the core never saw by that name (a composite such as aten::t, which
-ran as other operators) shows the predicted tier marked with '*'.
+and times it. The tier of each operator is what op_stats() counted during
+that step; an operator the core never saw by that name (a composite such as
+aten::t, which ran as other operators) shows the predicted tier marked '*'.
+
+profile=True (--profile) runs one more step under PyTorch's profiler with
+device timing, torch.autograd.profiler.profile(use_device="flagos"): the
+core's ProfilerStubs (csrc/runtime/profiler.cpp) record a vendor event on
+the current stream around every operator, so key_averages() has device
+("FLAGOS") time next to CPU time. torch.profiler.profile(activities=[...,
+ProfilerActivity.PrivateUse1]) goes through Kineto instead, which reads
+device activity only from a registered IActivityProfiler; the core has none,
+so there it shows CPU time only (docs/tools.md, "bench").
 """
 
 from __future__ import annotations
@@ -107,6 +114,33 @@ def _op_times(step, device: str) -> dict[str, dict[str, float]]:
     return times
 
 
+_PROFILE_SORT = {"device": "self_device_time_total", "cpu": "self_cpu_time_total"}
+
+
+def _profile(step, sort: str, top: int) -> dict[str, Any]:
+    """One step under torch.autograd.profiler with flagos device timing."""
+    import torch
+
+    with torch.autograd.profiler.profile(use_device=DEVICE) as prof:
+        step()
+    averages = prof.key_averages()
+    rows = [
+        {
+            "op": e.key,
+            "calls": e.count,
+            "cpu_total_us": e.cpu_time_total,
+            "self_cpu_us": e.self_cpu_time_total,
+            "device_total_us": e.device_time_total,
+            "self_device_us": e.self_device_time_total,
+        }
+        for e in averages
+    ]
+    key = "self_device_us" if sort == "device" else "self_cpu_us"
+    rows.sort(key=lambda r: -r[key])
+    table = averages.table(sort_by=_PROFILE_SORT[sort], row_limit=top)
+    return {"sort": sort, "rows": rows, "table": table}
+
+
 def bench(
     model: str | _model.ModelCase,
     steps: int = 20,
@@ -115,6 +149,8 @@ def bench(
     compare: str | None = None,
     backend: str | None = None,
     op_table: bool = True,
+    profile: bool = False,
+    profile_sort: str = "device",
 ) -> dict[str, Any]:
     """Benchmark `model` on the flagos device (and on `compare`="cpu" in this process)."""
     import torch
@@ -123,6 +159,8 @@ def bench(
 
     if steps < 1 or warmup < 0:
         raise ValueError("bench: --steps must be >= 1 and --warmup >= 0")
+    if profile_sort not in _PROFILE_SORT:
+        raise ValueError(f"bench: --profile-sort must be one of {sorted(_PROFILE_SORT)}")
     initialize(backend)
     info = backend_info(verbose=False)
     case = _model.load(model) if isinstance(model, str) else model
@@ -173,6 +211,8 @@ def bench(
             )
         result["ops"] = rows
         result["op_stats"] = observed
+    if profile:
+        result["profile"] = _profile(step, profile_sort, top=25)
     if compare:
         if compare != "cpu":
             raise ValueError(f"bench --compare: only 'cpu' is supported, not {compare!r}")
@@ -235,6 +275,12 @@ def format_result(r: dict[str, Any], top: int = 25) -> str:
         if len(r["ops"]) > top:
             lines.append(f"  ... {len(r['ops']) - top} more in --json")
         lines.append("  * predicted tier (the core counted no call by this name)")
+    if r.get("profile"):
+        lines += [
+            "",
+            f"torch profiler (one step, use_device='flagos', by self {r['profile']['sort']} time):",
+            r["profile"]["table"].rstrip(),
+        ]
     return "\n".join(lines)
 
 
@@ -246,6 +292,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train", action="store_true", help="forward + backward per step")
     parser.add_argument("--compare", choices=["cpu"], default=None, help="also run on CPU")
     parser.add_argument("--no-op-table", action="store_true", help="skip the per-operator pass")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also one step under torch's profiler: its key_averages table, device time per op",
+    )
+    parser.add_argument(
+        "--profile-sort",
+        choices=sorted(_PROFILE_SORT),
+        default="device",
+        help="sort the profiler table by self device or CPU time (default device)",
+    )
     add_output_arguments(parser)
 
 
@@ -258,6 +315,8 @@ def command(args: argparse.Namespace) -> int:
         compare=args.compare,
         backend=args.backend,
         op_table=not args.no_op_table,
+        profile=args.profile,
+        profile_sort=args.profile_sort,
     )
     write_json(args.json, result)
     if args.json != "-":

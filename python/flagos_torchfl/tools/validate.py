@@ -8,10 +8,14 @@
                top-1 agreement for classifiers (N x C outputs)
   3 training   N optimizer steps (SGD) from the same weights on both: the
                loss falls and tracks the CPU curve within a relative tolerance
+  4 multi-device  DDP on N local processes through fccl: one step's gradients
+               equal one CPU process's on the combined batch; samples/s
+               scaling of N processes over one (_multidevice.py)
+  5 regression a config file of models, levels 1-4 for each, one report
+               (regression.py; `validate --level 5 --config FILE`)
 
 Levels run in order and the ladder stops at the first failing level (later
-ones build on it) unless keep_going. Levels 4 (multi-device DDP) and 5 (full
-regression) are not implemented yet. Every level yields a pass criterion, its
+ones build on it) unless keep_going. Every level yields a pass criterion, its
 cases with their numbers, and a message naming what failed.
 """
 
@@ -23,11 +27,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import _model
+from . import _model, _multidevice, regression
 from ._output import add_output_arguments, paint, render, use_colour, write_json, write_junit
 
 DEVICE = "flagos"
-LEVEL_NAMES = {1: "operators", 2: "inference", 3: "training"}
+LEVEL_NAMES = {1: "operators", 2: "inference", 3: "training", 4: "multi-device"}
 # (atol, rtol) per dtype, as torch.testing.assert_close uses for these dtypes, widened
 # a little for reductions whose summation order differs between devices.
 TOLERANCES = {
@@ -266,27 +270,58 @@ def validate(
     loss_tol: float = 1e-3,
     plot: str | None = None,
     keep_going: bool = False,
+    nprocs: int = 2,
+    ddp_steps: int = 20,
+    min_scaling: float = 0.0,
+    level1_cache: dict | None = None,
 ) -> dict[str, Any]:
-    """Run levels 1..level (see the module docstring); levels 2-3 need a model."""
+    """Run levels 1..level (see the module docstring); levels 2-4 need a model (level 4:
+    a spec string, which the worker processes load). Level 5 is regression.regression().
+    `level1_cache` (a dict) keeps level 1 results per dtype list across calls."""
     from .. import backend_info, initialize
 
+    if level == 5:
+        raise ValueError("validate: level 5 runs a config file: regression.regression(config)")
     if level not in LEVEL_NAMES:
-        raise ValueError(f"validate: level must be 1..3 (4-5 are not implemented yet), not {level}")
+        raise ValueError(f"validate: level must be 1..5, not {level}")
     for d in dtypes:
         if d not in TOLERANCES:
             raise ValueError(f"validate: unknown dtype {d!r}; expected {sorted(TOLERANCES)}")
     if level >= 2 and model is None:
-        raise ValueError("validate: levels 2 and 3 need a model (--model FILE.py[:FUNC])")
+        raise ValueError("validate: levels 2 to 4 need a model (--model FILE.py[:FUNC])")
+    if level >= 4 and not isinstance(model, str):
+        raise ValueError("validate: level 4 needs the model as a spec string (FILE.py[:FUNC])")
     initialize(backend)
     case = _model.load(model) if isinstance(model, str) else model
     levels = []
     for n in range(1, level + 1):
-        if n == 1:
-            result = level_operators(list(dtypes))
-        elif n == 2:
-            result = level_inference(case, atol, rtol)
-        else:
-            result = level_training(case, steps, lr, loss_tol, plot)
+        try:
+            if n == 1:
+                cache = level1_cache if level1_cache is not None else {}
+                if tuple(dtypes) not in cache:
+                    cache[tuple(dtypes)] = level_operators(list(dtypes))
+                result = cache[tuple(dtypes)]
+            elif n == 2:
+                result = level_inference(case, atol, rtol)
+            elif n == 3:
+                result = level_training(case, steps, lr, loss_tol, plot)
+            else:
+                result = _multidevice.level_multidevice(
+                    model,
+                    backend=backend,
+                    nprocs=nprocs,
+                    steps=ddp_steps,
+                    lr=lr,
+                    atol=atol,
+                    rtol=rtol,
+                    min_scaling=min_scaling,
+                )
+        except Exception as err:  # noqa: BLE001 - a level that raises fails, with the reason
+            message = f"level {n} raised {type(err).__name__}: {err}"
+            result = {
+                "criterion": f"level {n} runs",
+                "cases": [{"name": LEVEL_NAMES[n], "ok": False, "message": message}],
+            }
         failed = [c for c in result["cases"] if not c["ok"]]
         levels.append(
             {
@@ -338,7 +373,18 @@ def format_result(result: dict[str, Any]) -> str:
             lines.append(render(rows, colour_column=1))
         else:
             c = lv["cases"][0]
-            if lv["level"] == 2:
+            if lv["level"] == 4 and "max_abs_diff" in c:
+                s = lv["cases"][1]
+                lines.append(
+                    f"  {c['nprocs']} processes ({c['route']} route): gradients max abs diff "
+                    f"{c['max_abs_diff']:.3g} vs one process on the combined batch\n"
+                    f"  samples/s: 1 process {s['single_samples_per_s']:.1f}, {c['nprocs']} "
+                    f"processes {s['ddp_samples_per_s']:.1f}: scaling {s['scaling']:.2f}x "
+                    f"(efficiency {s['efficiency']:.0%})"
+                )
+            elif "max_abs" not in c and "loss_first" not in c:
+                pass  # the level raised or its processes failed: the message follows
+            elif lv["level"] == 2:
                 extra = (
                     f", top-1 agreement {c['top1_agreement']:.1%}" if "top1_agreement" in c else ""
                 )
@@ -368,9 +414,16 @@ def format_result(result: dict[str, Any]) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--level", type=int, default=1, choices=[1, 2, 3], help="run levels 1..LEVEL (default 1)"
+        "--level",
+        type=int,
+        default=1,
+        choices=[1, 2, 3, 4, 5],
+        help="run levels 1..LEVEL (default 1); 5: the regression run of --config",
     )
-    parser.add_argument("--model", default=None, help="FILE.py[:FUNC] or MODULE:FUNC (levels 2-3)")
+    parser.add_argument("--model", default=None, help="FILE.py[:FUNC] or MODULE:FUNC (levels 2-4)")
+    parser.add_argument(
+        "--config", default=None, help="level 5: TOML or JSON file of models and their levels"
+    )
     parser.add_argument("--backend", default=None, help="plugin (default: $FLAGOS_BACKEND/auto)")
     parser.add_argument(
         "--dtypes",
@@ -390,11 +443,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plot", metavar="PNG", default=None, help="level 3 loss curves (needs matplotlib)"
     )
+    parser.add_argument("--nprocs", type=int, default=2, help="level 4 processes (default 2)")
+    parser.add_argument(
+        "--ddp-steps", type=int, default=20, help="level 4 timed training steps (default 20)"
+    )
+    parser.add_argument(
+        "--min-scaling",
+        type=float,
+        default=0.0,
+        help="level 4: fail below this samples/s ratio of N processes over one (default 0: report)",
+    )
     parser.add_argument("--keep-going", action="store_true", help="run every level")
     add_output_arguments(parser, junit=True)
 
 
+def _regression_command(args: argparse.Namespace) -> int:
+    if not args.config:
+        raise ValueError("validate --level 5 needs --config FILE (TOML or JSON)")
+    result = regression.regression(args.config, backend=args.backend)
+    write_json(args.json, result)
+    write_junit(args.junit, "flagos-torchfl.regression", regression.junit_cases(result))
+    if args.json != "-":
+        print(regression.format_result(result))
+    return 0 if result["ok"] else 1
+
+
 def command(args: argparse.Namespace) -> int:
+    if args.level == 5:
+        return _regression_command(args)
     result = validate(
         level=args.level,
         model=args.model,
@@ -407,6 +483,9 @@ def command(args: argparse.Namespace) -> int:
         loss_tol=args.loss_tol,
         plot=args.plot,
         keep_going=args.keep_going,
+        nprocs=args.nprocs,
+        ddp_steps=args.ddp_steps,
+        min_scaling=args.min_scaling,
     )
     write_json(args.json, result)
     write_junit(
