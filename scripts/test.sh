@@ -13,8 +13,8 @@ run() {
   "$@" || failed+=("$*")
 }
 run ctest --test-dir build/cmake --output-on-failure -j2
-run "$PYTHON" -m ruff check python tests examples
-run "$PYTHON" -m ruff format --check python tests examples
+run "$PYTHON" -m ruff check python tests examples benchmarks
+run "$PYTHON" -m ruff format --check python tests examples benchmarks
 run "$PYTHON" -m pytest tests/python
 
 if [ ${#failed[@]} -gt 0 ]; then

@@ -6,6 +6,7 @@
 
 #include "collectives.h"
 #include "host.h"
+#include "kernels/kernels.h"
 
 namespace flagos_host {
 namespace {
@@ -26,8 +27,8 @@ flagosVendorTables makeTables() {
   t.device = deviceTable();
   t.memory = memoryTable();
   t.stream = streamTable();
-  t.kernels = nullptr;   // no native kernels yet: every op takes a later tier
-  t.compiler = nullptr;  // no runtime compiler yet: no generated tier
+  t.kernels = flagos_host_kernel_table();  // OpenBLAS GEMM, pointwise, reductions
+  t.compiler = nullptr;                    // no runtime compiler yet: no generated tier
   // host-shm: one rank per process of this machine (collectives.cpp)
   t.collectives = coll::collectiveTable();
   t.getLastError = getLastError;

@@ -184,8 +184,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(lstmCellBackward));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(gruCell));
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(gruCellBackward));
+#ifndef FLAGOS_ENABLE_CATALOG  // the catalog routes these (ops/catalog.yaml)
   m.impl("convolution_overrideable", TORCH_FN(convolution));
   m.impl("convolution_backward_overrideable", TORCH_FN(convolutionBackward));
+#endif
 }
 
 }  // namespace

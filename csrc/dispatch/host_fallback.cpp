@@ -125,18 +125,26 @@ void hostFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string name = fullName(op);
   recordOpCall(name, Tier::Fallback);
   if (g_log.load(std::memory_order_relaxed)) logOnce(name);
+  std::vector<int> mutated;
+  if (const auto* indices = undeclaredMutations(name))
+    mutated.assign(indices->begin(), indices->end());
+  runOnHost(op, stack, mutated);
+}
+
+}  // namespace
+
+void runOnHost(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+               c10::ArrayRef<int> mutated) {
   GeneratorSwap generators(op, stack);
   std::vector<std::pair<at::Tensor, at::Tensor>> written_back;  // (device, host)
-  if (const auto* indices = undeclaredMutations(name)) {
-    const size_t begin = stack->size() - op.schema().arguments().size();
-    for (size_t i : *indices) {
-      c10::IValue& v = (*stack)[begin + i];
-      if (!v.isTensor() || !v.toTensor().defined() || !v.toTensor().is_privateuseone()) continue;
-      at::Tensor device_tensor = v.toTensor();
-      at::Tensor host = device_tensor.cpu();
-      v = c10::IValue(host);
-      written_back.emplace_back(std::move(device_tensor), std::move(host));
-    }
+  const size_t begin = stack->size() - op.schema().arguments().size();
+  for (int i : mutated) {
+    c10::IValue& v = (*stack)[begin + i];
+    if (!v.isTensor() || !v.toTensor().defined() || !v.toTensor().is_privateuseone()) continue;
+    at::Tensor device_tensor = v.toTensor();
+    at::Tensor host = device_tensor.cpu();
+    v = c10::IValue(host);
+    written_back.emplace_back(std::move(device_tensor), std::move(host));
   }
   // error_on_views: a view computed on a host copy would not alias the
   // device tensor; every view operator has a core kernel (core_ops.cpp).
@@ -144,6 +152,8 @@ void hostFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   generators.commit();
   for (auto& [device_tensor, host] : written_back) device_tensor.copy_(host);
 }
+
+namespace {
 
 void sparseUnsupported(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
   TORCH_CHECK_NOT_IMPLEMENTED(false,

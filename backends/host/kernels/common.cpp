@@ -121,7 +121,8 @@ void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int
     return;
   }
   Pool& p = pool();
-  const int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, static_cast<int64_t>(p.size()) * 4);
+  const int64_t chunks =
+      std::min<int64_t>((n + grain - 1) / grain, static_cast<int64_t>(p.size()) * 4);
   const int64_t per = (n + chunks - 1) / chunks;
   p.run(chunks, [&](int64_t c) {
     const int64_t b = c * per, e = std::min(n, b + per);

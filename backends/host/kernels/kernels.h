@@ -6,6 +6,16 @@
 //   pointwise.cpp unary/binary/ternary elementwise ops and their backwards
 //   reduce.cpp    sum/mean/amax/amin/max/min/argmax/argmin, softmax family
 //   gemm.cpp      mm/addmm/bmm/baddbmm through OpenBLAS
+//   index.cpp     index_select (embedding), cat
+//   norm.cpp      layer norm, batch norm forwards
+//   norm_backward.cpp  batch norm / layer norm backwards
+//   conv.cpp      2-D convolution fwd/bwd (oneDNN for float32, else im2col + OpenBLAS)
+//   conv_dnnl.cpp the oneDNN primitives (conv_dnnl.h; stubs without oneDNN)
+//   pool.cpp      max_pool2d, adaptive avg pool (fwd/bwd)
+//   loss.cpp      nll_loss fwd/bwd
+//   embedding.cpp embedding_dense_backward
+//   misc.cpp      bitwise/logical not, isposinf/isneginf, tril/triu, any/all
+//   iter.h        the strided iterator of pointwise.cpp and index.cpp
 //
 // Note [Host kernels run on the stream]
 // A kernel checks what it can handle (dtypes, ranks) synchronously and
@@ -22,6 +32,12 @@
 
 // The plugin's kernel table; entry.cpp puts it into flagosVendorTables.
 const flagosKernelTable* flagos_host_kernel_table(void);
+
+// Note [Kernels with an output_mask]
+// native_batch_norm_backward, native_layer_norm_backward and
+// convolution_backward return undefined tensors for output_mask entries that
+// are false. The core passes those outputs with data == NULL (and no
+// shape); these kernels skip them.
 
 namespace flagos_host::kernels {
 
@@ -49,7 +65,9 @@ struct Tensor {
     return true;
   }
   template <typename T>
-  T* ptr() const { return reinterpret_cast<T*>(data); }
+  T* ptr() const {
+    return reinterpret_cast<T*>(data);
+  }
 };
 
 Tensor copyTensor(const flagosTensor& t);
@@ -65,8 +83,14 @@ void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int
 // Typed dispatch over float32/float64; returns false for other dtypes.
 template <typename F>
 bool dispatchFloating(flagosDtype_t dtype, F&& f) {
-  if (dtype == FLAGOS_DTYPE_FLOAT32) { f(float{}); return true; }
-  if (dtype == FLAGOS_DTYPE_FLOAT64) { f(double{}); return true; }
+  if (dtype == FLAGOS_DTYPE_FLOAT32) {
+    f(float{});
+    return true;
+  }
+  if (dtype == FLAGOS_DTYPE_FLOAT64) {
+    f(double{});
+    return true;
+  }
   return false;
 }
 
@@ -74,8 +98,14 @@ bool dispatchFloating(flagosDtype_t dtype, F&& f) {
 template <typename F>
 bool dispatchNumeric(flagosDtype_t dtype, F&& f) {
   if (dispatchFloating(dtype, f)) return true;
-  if (dtype == FLAGOS_DTYPE_INT32) { f(int32_t{}); return true; }
-  if (dtype == FLAGOS_DTYPE_INT64) { f(int64_t{}); return true; }
+  if (dtype == FLAGOS_DTYPE_INT32) {
+    f(int32_t{});
+    return true;
+  }
+  if (dtype == FLAGOS_DTYPE_INT64) {
+    f(int64_t{});
+    return true;
+  }
   return false;
 }
 
@@ -83,7 +113,8 @@ bool dispatchNumeric(flagosDtype_t dtype, F&& f) {
 template <typename T>
 T scalarAs(const flagosScalar& s, T fallback = T{}) {
   if (s.dtype == 0) return fallback;
-  if (s.dtype == FLAGOS_DTYPE_FLOAT64 || s.dtype == FLAGOS_DTYPE_FLOAT32) return static_cast<T>(s.f);
+  if (s.dtype == FLAGOS_DTYPE_FLOAT64 || s.dtype == FLAGOS_DTYPE_FLOAT32)
+    return static_cast<T>(s.f);
   return static_cast<T>(s.i);
 }
 
@@ -91,5 +122,13 @@ T scalarAs(const flagosScalar& s, T fallback = T{}) {
 void addPointwiseKernels(void (*add)(const char*, flagosKernelFn));
 void addReduceKernels(void (*add)(const char*, flagosKernelFn));
 void addGemmKernels(void (*add)(const char*, flagosKernelFn));
+void addIndexKernels(void (*add)(const char*, flagosKernelFn));
+void addNormKernels(void (*add)(const char*, flagosKernelFn));
+void addNormBackwardKernels(void (*add)(const char*, flagosKernelFn));
+void addConvKernels(void (*add)(const char*, flagosKernelFn));
+void addPoolKernels(void (*add)(const char*, flagosKernelFn));
+void addLossKernels(void (*add)(const char*, flagosKernelFn));
+void addEmbeddingKernels(void (*add)(const char*, flagosKernelFn));
+void addMiscKernels(void (*add)(const char*, flagosKernelFn));
 
 }  // namespace flagos_host::kernels

@@ -8,100 +8,14 @@
 // the compiler vectorizes; other layouts run a strided inner loop.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <type_traits>
 
+#include "iter.h"
 #include "kernels.h"
 
 namespace flagos_host::kernels {
 namespace {
-
-// ---------------------------------------------------------------- iterator ---
-
-template <int N>
-struct Iter {
-  int ndim = 0;
-  int64_t shape[FLAGOS_MAX_DIMS];
-  int64_t strides[N][FLAGOS_MAX_DIMS];  // bytes
-  char* base[N];
-};
-
-template <int N>
-Iter<N> makeIter(const Tensor* const* ts, const int* elem_size) {
-  Iter<N> it;
-  const Tensor& out = *ts[0];
-  for (int k = 0; k < N; ++k) it.base[k] = ts[k]->data;
-  // Drop size-1 dims, keep the rest in order.
-  for (int d = 0; d < out.ndim; ++d) {
-    if (out.shape[d] == 1) continue;
-    it.shape[it.ndim] = out.shape[d];
-    for (int k = 0; k < N; ++k) it.strides[k][it.ndim] = ts[k]->strides[d] * elem_size[k];
-    ++it.ndim;
-  }
-  // Coalesce dim d-1 into d where every operand allows it.
-  int w = it.ndim - 1;
-  for (int d = it.ndim - 2; d >= 0 && w >= 0; --d) {
-    bool ok = true;
-    for (int k = 0; k < N; ++k)
-      if (it.strides[k][d] != it.strides[k][w] * it.shape[w]) ok = false;
-    if (ok) {
-      it.shape[w] *= it.shape[d];
-    } else {
-      --w;
-      it.shape[w] = it.shape[d];
-      for (int k = 0; k < N; ++k) it.strides[k][w] = it.strides[k][d];
-    }
-  }
-  if (it.ndim > 0) {
-    const int first = w, n = it.ndim - first;
-    for (int d = 0; d < n; ++d) {
-      it.shape[d] = it.shape[first + d];
-      for (int k = 0; k < N; ++k) it.strides[k][d] = it.strides[k][first + d];
-    }
-    it.ndim = n;
-  }
-  return it;
-}
-
-// body(char* ptrs[N], int64_t count, const int64_t inner_strides[N])
-template <int N, typename Body>
-void forEach(const Iter<N>& it, int64_t numel, const Body& body) {
-  if (numel == 0) return;
-  if (it.ndim == 0) {
-    char* p[N];
-    int64_t s[N] = {};
-    for (int k = 0; k < N; ++k) p[k] = it.base[k];
-    body(p, 1, s);
-    return;
-  }
-  const int last = it.ndim - 1;
-  const int64_t inner = it.shape[last];
-  const int64_t outer = numel / inner;
-  int64_t inner_strides[N];
-  for (int k = 0; k < N; ++k) inner_strides[k] = it.strides[k][last];
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1));
-  parallelFor(outer, grain, [&](int64_t begin, int64_t end) {
-    int64_t coord[FLAGOS_MAX_DIMS] = {};
-    int64_t rem = begin;
-    for (int d = last - 1; d >= 0; --d) {
-      coord[d] = rem % it.shape[d];
-      rem /= it.shape[d];
-    }
-    char* p[N];
-    for (int64_t o = begin; o < end; ++o) {
-      for (int k = 0; k < N; ++k) {
-        p[k] = it.base[k];
-        for (int d = 0; d < last; ++d) p[k] += coord[d] * it.strides[k][d];
-      }
-      body(p, inner, inner_strides);
-      for (int d = last - 1; d >= 0; --d) {
-        if (++coord[d] < it.shape[d]) break;
-        coord[d] = 0;
-      }
-    }
-  });
-}
-
-int dtypeSize(flagosDtype_t d) { return static_cast<int>(FLAGOS_DTYPE_SIZE(d)); }
 
 // ------------------------------------------------------------------- loops ---
 
@@ -161,12 +75,24 @@ enum Types : int { kFloat = 1, kInt = 2, kAll = 3 };
 template <typename F>
 bool dispatchTypes(int types, flagosDtype_t d, F&& f) {
   if (types & kFloat) {
-    if (d == FLAGOS_DTYPE_FLOAT32) { f(float{}); return true; }
-    if (d == FLAGOS_DTYPE_FLOAT64) { f(double{}); return true; }
+    if (d == FLAGOS_DTYPE_FLOAT32) {
+      f(float{});
+      return true;
+    }
+    if (d == FLAGOS_DTYPE_FLOAT64) {
+      f(double{});
+      return true;
+    }
   }
   if (types & kInt) {
-    if (d == FLAGOS_DTYPE_INT32) { f(int32_t{}); return true; }
-    if (d == FLAGOS_DTYPE_INT64) { f(int64_t{}); return true; }
+    if (d == FLAGOS_DTYPE_INT32) {
+      f(int32_t{});
+      return true;
+    }
+    if (d == FLAGOS_DTYPE_INT64) {
+      f(int64_t{});
+      return true;
+    }
   }
   return false;
 }
@@ -181,8 +107,8 @@ bool sameShape(const flagosTensor& a, const flagosTensor& b) {
 // Op: struct with `static constexpr int kTypes`, a constructor from the
 // scalars, and `template <class T> T operator()(T...) const`.
 template <typename Op>
-flagosStatus_t unary(flagosStream_t stream, const flagosTensor* o, int32_t no, const flagosTensor* in,
-                     int32_t ni, const flagosScalar* sc, int32_t ns) {
+flagosStatus_t unary(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                     const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
   if (no != 1 || ni != 1 || o[0].dtype != in[0].dtype || !sameShape(o[0], in[0]) ||
       o[0].ndim > FLAGOS_MAX_DIMS)
     return FLAGOS_ERROR_NOT_SUPPORTED;
@@ -205,13 +131,14 @@ flagosStatus_t unary(flagosStream_t stream, const flagosTensor* o, int32_t no, c
 
 // Binary ops; Op::kBoolOut: the output is bool (comparisons).
 template <typename Op>
-flagosStatus_t binary(flagosStream_t stream, const flagosTensor* o, int32_t no, const flagosTensor* in,
-                      int32_t ni, const flagosScalar* sc, int32_t ns) {
+flagosStatus_t binary(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                      const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
   if (no != 1 || ni != 2 || in[0].dtype != in[1].dtype || !sameShape(o[0], in[0]) ||
       !sameShape(o[0], in[1]))
     return FLAGOS_ERROR_NOT_SUPPORTED;
   const flagosDtype_t dt = in[0].dtype;
-  if (Op::kBoolOut ? o[0].dtype != FLAGOS_DTYPE_BOOL : o[0].dtype != dt) return FLAGOS_ERROR_NOT_SUPPORTED;
+  if (Op::kBoolOut ? o[0].dtype != FLAGOS_DTYPE_BOOL : o[0].dtype != dt)
+    return FLAGOS_ERROR_NOT_SUPPORTED;
   if (!dispatchTypes(Op::kTypes, dt, [](auto) {})) return FLAGOS_ERROR_NOT_SUPPORTED;
   Op op(sc, ns);
   Tensor out = copyTensor(o[0]), a = copyTensor(in[0]), b = copyTensor(in[1]);
@@ -232,8 +159,8 @@ flagosStatus_t binary(flagosStream_t stream, const flagosTensor* o, int32_t no, 
 // Ternary ops over one dtype, except that Op::kBoolFirst makes input 0 a
 // bool mask/condition (where, masked_fill with a tensor value is 2 inputs).
 template <typename Op>
-flagosStatus_t ternary(flagosStream_t stream, const flagosTensor* o, int32_t no, const flagosTensor* in,
-                       int32_t ni, const flagosScalar* sc, int32_t ns) {
+flagosStatus_t ternary(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                       const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
   if (no != 1 || ni != 3) return FLAGOS_ERROR_NOT_SUPPORTED;
   for (int i = 0; i < 3; ++i)
     if (!sameShape(o[0], in[i])) return FLAGOS_ERROR_NOT_SUPPORTED;
@@ -243,7 +170,8 @@ flagosStatus_t ternary(flagosStream_t stream, const flagosTensor* o, int32_t no,
   if (Op::kBoolFirst && in[0].dtype != FLAGOS_DTYPE_BOOL) return FLAGOS_ERROR_NOT_SUPPORTED;
   if (!dispatchTypes(Op::kTypes, dt, [](auto) {})) return FLAGOS_ERROR_NOT_SUPPORTED;
   Op op(sc, ns);
-  Tensor out = copyTensor(o[0]), a = copyTensor(in[0]), b = copyTensor(in[1]), c = copyTensor(in[2]);
+  Tensor out = copyTensor(o[0]), a = copyTensor(in[0]), b = copyTensor(in[1]),
+         c = copyTensor(in[2]);
   return submit(stream, [op, out, a, b, c, dt] {
     const Tensor* ts[4] = {&out, &a, &b, &c};
     dispatchTypes(Op::kTypes, dt, [&](auto tag) {
@@ -260,13 +188,14 @@ flagosStatus_t ternary(flagosStream_t stream, const flagosTensor* o, int32_t no,
 
 // masked_fill(self, mask, value-scalar): input 1 is a bool mask.
 struct MaskedFillTag {};
-flagosStatus_t maskedFill(flagosStream_t stream, const flagosTensor* o, int32_t no, const flagosTensor* in,
-                          int32_t ni, const flagosScalar* sc, int32_t ns) {
-  if (no != 1 || ni != 2 || ns != 1 || in[0].dtype != o[0].dtype || in[1].dtype != FLAGOS_DTYPE_BOOL ||
-      !sameShape(o[0], in[0]) || !sameShape(o[0], in[1]))
+flagosStatus_t maskedFill(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                          const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
+  if (no != 1 || ni != 2 || ns != 1 || in[0].dtype != o[0].dtype ||
+      in[1].dtype != FLAGOS_DTYPE_BOOL || !sameShape(o[0], in[0]) || !sameShape(o[0], in[1]))
     return FLAGOS_ERROR_NOT_SUPPORTED;
   const flagosDtype_t dt = o[0].dtype;
-  if (!dispatchTypes(kAll, dt, [](auto) {}) && dt != FLAGOS_DTYPE_BOOL) return FLAGOS_ERROR_NOT_SUPPORTED;
+  if (!dispatchTypes(kAll, dt, [](auto) {}) && dt != FLAGOS_DTYPE_BOOL)
+    return FLAGOS_ERROR_NOT_SUPPORTED;
   const flagosScalar value = sc[0];
   Tensor out = copyTensor(o[0]), a = copyTensor(in[0]), m = copyTensor(in[1]);
   return submit(stream, [out, a, m, dt, value] {
@@ -279,19 +208,24 @@ flagosStatus_t maskedFill(flagosStream_t stream, const flagosTensor* o, int32_t 
       forEach<3>(it, out.numel(), [&](char** p, int64_t n, const int64_t* s) {
         for (int64_t i = 0; i < n; ++i) {
           const bool mk = *reinterpret_cast<const bool*>(p[2] + i * s[2]);
-          *reinterpret_cast<T*>(p[0] + i * s[0]) = mk ? v : *reinterpret_cast<const T*>(p[1] + i * s[1]);
+          *reinterpret_cast<T*>(p[0] + i * s[0]) =
+              mk ? v : *reinterpret_cast<const T*>(p[1] + i * s[1]);
         }
       });
     };
-    if (dt == FLAGOS_DTYPE_BOOL) run(bool{}); else dispatchTypes(kAll, dt, run);
+    if (dt == FLAGOS_DTYPE_BOOL)
+      run(bool{});
+    else
+      dispatchTypes(kAll, dt, run);
   });
 }
 
 // native_dropout_backward(grad_output, mask(bool), scale).
 flagosStatus_t dropoutBackward(flagosStream_t stream, const flagosTensor* o, int32_t no,
-                               const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
-  if (no != 1 || ni != 2 || ns != 1 || in[0].dtype != o[0].dtype || in[1].dtype != FLAGOS_DTYPE_BOOL ||
-      !sameShape(o[0], in[0]) || !sameShape(o[0], in[1]))
+                               const flagosTensor* in, int32_t ni, const flagosScalar* sc,
+                               int32_t ns) {
+  if (no != 1 || ni != 2 || ns != 1 || in[0].dtype != o[0].dtype ||
+      in[1].dtype != FLAGOS_DTYPE_BOOL || !sameShape(o[0], in[0]) || !sameShape(o[0], in[1]))
     return FLAGOS_ERROR_NOT_SUPPORTED;
   const flagosDtype_t dt = o[0].dtype;
   if (!dispatchTypes(kFloat, dt, [](auto) {})) return FLAGOS_ERROR_NOT_SUPPORTED;
@@ -318,13 +252,18 @@ flagosStatus_t dropoutBackward(flagosStream_t stream, const flagosTensor* o, int
 // ---------------------------------------------------------------- functors ---
 
 template <typename T>
-T sigmoidOf(T x) { return T(1) / (T(1) + std::exp(-x)); }
+T sigmoidOf(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
 
-#define FLAGOS_UNARY(NAME, TYPES, EXPR)                            \
-  struct NAME {                                                    \
-    static constexpr int kTypes = TYPES;                           \
-    NAME(const flagosScalar*, int32_t) {}                          \
-    template <class T> T operator()(T x) const { return EXPR; }   \
+#define FLAGOS_UNARY(NAME, TYPES, EXPR)   \
+  struct NAME {                           \
+    static constexpr int kTypes = TYPES;  \
+    NAME(const flagosScalar*, int32_t) {} \
+    template <class T>                    \
+    T operator()(T x) const {             \
+      return EXPR;                        \
+    }                                     \
   };
 
 FLAGOS_UNARY(Neg, kAll, -x)
@@ -361,15 +300,16 @@ FLAGOS_UNARY(Frac, kFloat, x - std::trunc(x))
 FLAGOS_UNARY(Reciprocal, kFloat, T(1) / x)
 FLAGOS_UNARY(Relu, kAll, x > T(0) ? x : (x != x ? x : T(0)))
 FLAGOS_UNARY(Silu, kFloat, x / (T(1) + std::exp(-x)))
-FLAGOS_UNARY(Mish, kFloat, x * std::tanh(std::log1p(std::exp(x))))
-FLAGOS_UNARY(Hardswish, kFloat, x * std::min(std::max(x + T(3), T(0)), T(6)) / T(6))
+FLAGOS_UNARY(Mish, kFloat, x* std::tanh(std::log1p(std::exp(x))))
+FLAGOS_UNARY(Hardswish, kFloat, x* std::min(std::max(x + T(3), T(0)), T(6)) / T(6))
 FLAGOS_UNARY(Hardsigmoid, kFloat, std::min(std::max(x + T(3), T(0)), T(6)) / T(6))
 #undef FLAGOS_UNARY
 
 struct Sign {
   static constexpr int kTypes = kAll;
   Sign(const flagosScalar*, int32_t) {}
-  template <class T> T operator()(T x) const {
+  template <class T>
+  T operator()(T x) const {
     if (x != x) return T(0);
     return static_cast<T>((T(0) < x) - (x < T(0)));
   }
@@ -379,7 +319,8 @@ struct Gelu {
   static constexpr int kTypes = kFloat;
   bool tanh_approx;
   Gelu(const flagosScalar* s, int32_t n) : tanh_approx(n > 0 && s[0].dtype != 0 && s[0].i == 1) {}
-  template <class T> T operator()(T x) const {
+  template <class T>
+  T operator()(T x) const {
     if (tanh_approx) {
       const T k = T(0.7978845608028654), c = T(0.044715);
       return T(0.5) * x * (T(1) + std::tanh(k * (x + c * x * x * x)));
@@ -391,16 +332,23 @@ struct Gelu {
 struct LeakyRelu {
   static constexpr int kTypes = kFloat;
   double slope;
-  LeakyRelu(const flagosScalar* s, int32_t n) : slope(n > 0 ? scalarAs<double>(s[0], 0.01) : 0.01) {}
-  template <class T> T operator()(T x) const { return x > T(0) ? x : x * static_cast<T>(slope); }
+  LeakyRelu(const flagosScalar* s, int32_t n)
+      : slope(n > 0 ? scalarAs<double>(s[0], 0.01) : 0.01) {}
+  template <class T>
+  T operator()(T x) const {
+    return x > T(0) ? x : x * static_cast<T>(slope);
+  }
 };
 
 struct Elu {
   static constexpr int kTypes = kFloat;
   double alpha, scale, input_scale;
-  Elu(const flagosScalar* s, int32_t n)
-      : alpha(scalarAs<double>(s[0], 1)), scale(scalarAs<double>(s[1], 1)), input_scale(scalarAs<double>(s[2], 1)) {}
-  template <class T> T operator()(T x) const {
+  Elu(const flagosScalar* s, int32_t)
+      : alpha(scalarAs<double>(s[0], 1)),
+        scale(scalarAs<double>(s[1], 1)),
+        input_scale(scalarAs<double>(s[2], 1)) {}
+  template <class T>
+  T operator()(T x) const {
     return x > T(0) ? x * T(scale) : T(scale * alpha) * (std::exp(x * T(input_scale)) - T(1));
   }
 };
@@ -408,21 +356,30 @@ struct Elu {
 struct Softplus {
   static constexpr int kTypes = kFloat;
   double beta, threshold;
-  Softplus(const flagosScalar* s, int32_t) : beta(scalarAs<double>(s[0], 1)), threshold(scalarAs<double>(s[1], 20)) {}
-  template <class T> T operator()(T x) const {
+  Softplus(const flagosScalar* s, int32_t)
+      : beta(scalarAs<double>(s[0], 1)), threshold(scalarAs<double>(s[1], 20)) {}
+  template <class T>
+  T operator()(T x) const {
     return x * T(beta) > T(threshold) ? x : std::log1p(std::exp(x * T(beta))) / T(beta);
   }
 };
 
 // min/max of a value with NaN propagated from x (clamp semantics).
-template <class T> T clampLow(T x, T lo) { return x != x ? x : (x < lo ? lo : x); }
-template <class T> T clampHigh(T x, T hi) { return x != x ? x : (x > hi ? hi : x); }
+template <class T>
+T clampLow(T x, T lo) {
+  return x != x ? x : (x < lo ? lo : x);
+}
+template <class T>
+T clampHigh(T x, T hi) {
+  return x != x ? x : (x > hi ? hi : x);
+}
 
 struct Hardtanh {
   static constexpr int kTypes = kAll;
   flagosScalar lo, hi;
   Hardtanh(const flagosScalar* s, int32_t) : lo(s[0]), hi(s[1]) {}
-  template <class T> T operator()(T x) const {
+  template <class T>
+  T operator()(T x) const {
     return clampHigh(clampLow(x, scalarAs<T>(lo)), scalarAs<T>(hi));
   }
 };
@@ -431,7 +388,8 @@ struct Clamp {
   static constexpr int kTypes = kAll;
   flagosScalar lo, hi;
   Clamp(const flagosScalar* s, int32_t) : lo(s[0]), hi(s[1]) {}
-  template <class T> T operator()(T x) const {
+  template <class T>
+  T operator()(T x) const {
     if (lo.dtype != 0) x = clampLow(x, scalarAs<T>(lo));
     if (hi.dtype != 0) x = clampHigh(x, scalarAs<T>(hi));
     return x;
@@ -442,28 +400,38 @@ struct ClampMin {
   static constexpr int kTypes = kAll;
   flagosScalar lo;
   ClampMin(const flagosScalar* s, int32_t) : lo(s[0]) {}
-  template <class T> T operator()(T x) const { return clampLow(x, scalarAs<T>(lo)); }
+  template <class T>
+  T operator()(T x) const {
+    return clampLow(x, scalarAs<T>(lo));
+  }
 };
 
 struct ClampMax {
   static constexpr int kTypes = kAll;
   flagosScalar hi;
   ClampMax(const flagosScalar* s, int32_t) : hi(s[0]) {}
-  template <class T> T operator()(T x) const { return clampHigh(x, scalarAs<T>(hi)); }
+  template <class T>
+  T operator()(T x) const {
+    return clampHigh(x, scalarAs<T>(hi));
+  }
 };
 
 struct Threshold {
   static constexpr int kTypes = kAll;
   flagosScalar th, value;
   Threshold(const flagosScalar* s, int32_t) : th(s[0]), value(s[1]) {}
-  template <class T> T operator()(T x) const { return x <= scalarAs<T>(th) ? scalarAs<T>(value) : x; }
+  template <class T>
+  T operator()(T x) const {
+    return x <= scalarAs<T>(th) ? scalarAs<T>(value) : x;
+  }
 };
 
 struct PowScalar {
   static constexpr int kTypes = kFloat;
   double e;
   PowScalar(const flagosScalar* s, int32_t) : e(scalarAs<double>(s[0], 1)) {}
-  template <class T> T operator()(T x) const {
+  template <class T>
+  T operator()(T x) const {
     if (e == 2.0) return x * x;
     if (e == 0.5) return std::sqrt(x);
     if (e == 1.0) return x;
@@ -477,8 +445,10 @@ struct AddScalar {
   static constexpr int kTypes = kAll;
   flagosScalar other, alpha;
   double sign;
-  AddScalar(const flagosScalar* s, int32_t n) : other(s[0]), alpha(n > 1 ? s[1] : flagosScalar{}), sign(1) {}
-  template <class T> T operator()(T x) const {
+  AddScalar(const flagosScalar* s, int32_t n)
+      : other(s[0]), alpha(n > 1 ? s[1] : flagosScalar{}), sign(1) {}
+  template <class T>
+  T operator()(T x) const {
     const T a = alpha.dtype ? scalarAs<T>(alpha) : T(1);
     return static_cast<T>(x + static_cast<T>(sign) * a * scalarAs<T>(other));
   }
@@ -490,24 +460,65 @@ struct MulScalar {
   static constexpr int kTypes = kAll;
   flagosScalar other;
   MulScalar(const flagosScalar* s, int32_t) : other(s[0]) {}
-  template <class T> T operator()(T x) const { return x * scalarAs<T>(other); }
+  template <class T>
+  T operator()(T x) const {
+    return x * scalarAs<T>(other);
+  }
 };
 struct DivScalar {
   static constexpr int kTypes = kFloat;
   flagosScalar other;
   DivScalar(const flagosScalar* s, int32_t) : other(s[0]) {}
-  template <class T> T operator()(T x) const { return x / scalarAs<T>(other); }
+  template <class T>
+  T operator()(T x) const {
+    return x / scalarAs<T>(other);
+  }
 };
 
-#define FLAGOS_BINARY(NAME, TYPES, BOOL_OUT, EXPR)                    \
-  struct NAME {                                                       \
-    static constexpr int kTypes = TYPES;                              \
-    static constexpr bool kBoolOut = BOOL_OUT;                        \
-    NAME(const flagosScalar*, int32_t) {}                             \
-    template <class T> auto operator()(T a, T b) const { return EXPR; } \
+// Comparisons against a scalar: bool output.
+template <typename Cmp>
+flagosStatus_t compareScalar(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                             const flagosTensor* in, int32_t ni, const flagosScalar* sc,
+                             int32_t ns) {
+  if (no != 1 || ni != 1 || ns != 1 || o[0].dtype != FLAGOS_DTYPE_BOOL || !sameShape(o[0], in[0]))
+    return FLAGOS_ERROR_NOT_SUPPORTED;
+  const flagosDtype_t dt = in[0].dtype;
+  if (!dispatchTypes(kAll, dt, [](auto) {})) return FLAGOS_ERROR_NOT_SUPPORTED;
+  const flagosScalar value = sc[0];
+  Tensor out = copyTensor(o[0]), a = copyTensor(in[0]);
+  return submit(stream, [out, a, dt, value] {
+    const Tensor* ts[2] = {&out, &a};
+    dispatchTypes(kAll, dt, [&](auto tag) {
+      using T = decltype(tag);
+      // Compare in double for a floating scalar against an integer tensor.
+      const bool wide = std::is_integral_v<T> && value.dtype == FLAGOS_DTYPE_FLOAT64;
+      const T v = scalarAs<T>(value);
+      const double vd = value.f;
+      const int es[2] = {1, sizeof(T)};
+      auto it = makeIter<2>(ts, es);
+      forEach<2>(it, out.numel(), [&](char** p, int64_t n, const int64_t* s) {
+        if (wide) {
+          loop1<bool, T>(p, n, s, [&](T x) { return Cmp()(static_cast<double>(x), vd); });
+        } else {
+          loop1<bool, T>(p, n, s, [&](T x) { return Cmp()(x, v); });
+        }
+      });
+    });
+  });
+}
+
+#define FLAGOS_BINARY(NAME, TYPES, BOOL_OUT, EXPR) \
+  struct NAME {                                    \
+    static constexpr int kTypes = TYPES;           \
+    static constexpr bool kBoolOut = BOOL_OUT;     \
+    NAME(const flagosScalar*, int32_t) {}          \
+    template <class T>                             \
+    auto operator()(T a, T b) const {              \
+      return EXPR;                                 \
+    }                                              \
   };
 
-FLAGOS_BINARY(Mul, kAll, false, a * b)
+FLAGOS_BINARY(Mul, kAll, false, a* b)
 FLAGOS_BINARY(Div, kFloat, false, a / b)
 FLAGOS_BINARY(Maximum, kAll, false, a != a ? a : (b != b ? b : (a > b ? a : b)))
 FLAGOS_BINARY(Minimum, kAll, false, a != a ? a : (b != b ? b : (a < b ? a : b)))
@@ -519,9 +530,9 @@ FLAGOS_BINARY(Lt, kAll, true, a < b)
 FLAGOS_BINARY(Le, kAll, true, a <= b)
 FLAGOS_BINARY(Gt, kAll, true, a > b)
 FLAGOS_BINARY(Ge, kAll, true, a >= b)
-FLAGOS_BINARY(SigmoidBackward, kFloat, false, a * b * (T(1) - b))
-FLAGOS_BINARY(TanhBackward, kFloat, false, a * (T(1) - b * b))
-FLAGOS_BINARY(SiluBackward, kFloat, false, a * sigmoidOf(b) * (T(1) + b * (T(1) - sigmoidOf(b))))
+FLAGOS_BINARY(SigmoidBackward, kFloat, false, a* b*(T(1) - b))
+FLAGOS_BINARY(TanhBackward, kFloat, false, a*(T(1) - b * b))
+FLAGOS_BINARY(SiluBackward, kFloat, false, a* sigmoidOf(b) * (T(1) + b * (T(1) - sigmoidOf(b))))
 FLAGOS_BINARY(HardsigmoidBackward, kFloat, false, (b > T(-3) && b < T(3)) ? a / T(6) : T(0))
 FLAGOS_BINARY(HardswishBackward, kFloat, false,
               b < T(-3) ? T(0) : (b <= T(3) ? a * (b / T(3) + T(0.5)) : a))
@@ -533,7 +544,8 @@ struct Add {
   flagosScalar alpha;
   double sign = 1;
   Add(const flagosScalar* s, int32_t n) : alpha(n > 0 ? s[0] : flagosScalar{}) {}
-  template <class T> T operator()(T a, T b) const {
+  template <class T>
+  T operator()(T a, T b) const {
     if (alpha.dtype == 0 || (alpha.dtype != FLAGOS_DTYPE_FLOAT64 && alpha.i == 1)) {
       return sign > 0 ? static_cast<T>(a + b) : static_cast<T>(a - b);
     }
@@ -550,28 +562,40 @@ struct ThresholdBackward {
   static constexpr bool kBoolOut = false;
   flagosScalar th;
   ThresholdBackward(const flagosScalar* s, int32_t) : th(s[0]) {}
-  template <class T> T operator()(T g, T x) const { return x <= scalarAs<T>(th) ? T(0) : g; }
+  template <class T>
+  T operator()(T g, T x) const {
+    return x <= scalarAs<T>(th) ? T(0) : g;
+  }
 };
 struct HardtanhBackward {
   static constexpr int kTypes = kFloat;
   static constexpr bool kBoolOut = false;
   double lo, hi;
-  HardtanhBackward(const flagosScalar* s, int32_t) : lo(scalarAs<double>(s[0])), hi(scalarAs<double>(s[1])) {}
-  template <class T> T operator()(T g, T x) const { return (x <= T(lo) || x >= T(hi)) ? T(0) : g; }
+  HardtanhBackward(const flagosScalar* s, int32_t)
+      : lo(scalarAs<double>(s[0])), hi(scalarAs<double>(s[1])) {}
+  template <class T>
+  T operator()(T g, T x) const {
+    return (x <= T(lo) || x >= T(hi)) ? T(0) : g;
+  }
 };
 struct LeakyReluBackward {
   static constexpr int kTypes = kFloat;
   static constexpr bool kBoolOut = false;
   double slope;
   LeakyReluBackward(const flagosScalar* s, int32_t) : slope(scalarAs<double>(s[0], 0.01)) {}
-  template <class T> T operator()(T g, T x) const { return x > T(0) ? g : g * T(slope); }
+  template <class T>
+  T operator()(T g, T x) const {
+    return x > T(0) ? g : g * T(slope);
+  }
 };
 struct GeluBackward {
   static constexpr int kTypes = kFloat;
   static constexpr bool kBoolOut = false;
   bool tanh_approx;
-  GeluBackward(const flagosScalar* s, int32_t n) : tanh_approx(n > 0 && s[0].dtype != 0 && s[0].i == 1) {}
-  template <class T> T operator()(T g, T x) const {
+  GeluBackward(const flagosScalar* s, int32_t n)
+      : tanh_approx(n > 0 && s[0].dtype != 0 && s[0].i == 1) {}
+  template <class T>
+  T operator()(T g, T x) const {
     if (tanh_approx) {
       const T k = T(0.7978845608028654), c = T(0.044715);
       const T inner = k * (x + c * x * x * x);
@@ -591,27 +615,37 @@ struct Where {
   static constexpr int kTypes = kAll;
   static constexpr bool kBoolFirst = true;
   Where(const flagosScalar*, int32_t) {}
-  template <class T> T operator()(bool c, T a, T b) const { return c ? a : b; }
+  template <class T>
+  T operator()(bool c, T a, T b) const {
+    return c ? a : b;
+  }
 };
 struct Addcmul {
   static constexpr int kTypes = kAll;
   static constexpr bool kBoolFirst = false;
   flagosScalar value;
   Addcmul(const flagosScalar* s, int32_t) : value(s[0]) {}
-  template <class T> T operator()(T a, T b, T c) const { return static_cast<T>(a + scalarAs<T>(value) * b * c); }
+  template <class T>
+  T operator()(T a, T b, T c) const {
+    return static_cast<T>(a + scalarAs<T>(value) * b * c);
+  }
 };
 struct Addcdiv {
   static constexpr int kTypes = kFloat;
   static constexpr bool kBoolFirst = false;
   flagosScalar value;
   Addcdiv(const flagosScalar* s, int32_t) : value(s[0]) {}
-  template <class T> T operator()(T a, T b, T c) const { return a + scalarAs<T>(value) * b / c; }
+  template <class T>
+  T operator()(T a, T b, T c) const {
+    return a + scalarAs<T>(value) * b / c;
+  }
 };
 struct LerpTensor {
   static constexpr int kTypes = kFloat;
   static constexpr bool kBoolFirst = false;
   LerpTensor(const flagosScalar*, int32_t) {}
-  template <class T> T operator()(T a, T b, T w) const {
+  template <class T>
+  T operator()(T a, T b, T w) const {
     return std::abs(w) < T(0.5) ? a + w * (b - a) : b - (b - a) * (T(1) - w);
   }
 };
@@ -620,7 +654,8 @@ struct Lerp {
   static constexpr bool kBoolOut = false;
   double w;
   Lerp(const flagosScalar* s, int32_t) : w(scalarAs<double>(s[0])) {}
-  template <class T> T operator()(T a, T b) const {
+  template <class T>
+  T operator()(T a, T b) const {
     const T wt = T(w);
     return std::abs(wt) < T(0.5) ? a + wt * (b - a) : b - (b - a) * (T(1) - wt);
   }
@@ -705,6 +740,12 @@ void addPointwiseKernels(void (*add)(const char*, flagosKernelFn)) {
   add("hardsigmoid_backward", binary<HardsigmoidBackward>);
   add("hardtanh_backward", binary<HardtanhBackward>);
   add("leaky_relu_backward", binary<LeakyReluBackward>);
+  add("eq_scalar", compareScalar<std::equal_to<>>);
+  add("ne_scalar", compareScalar<std::not_equal_to<>>);
+  add("lt_scalar", compareScalar<std::less<>>);
+  add("le_scalar", compareScalar<std::less_equal<>>);
+  add("gt_scalar", compareScalar<std::greater<>>);
+  add("ge_scalar", compareScalar<std::greater_equal<>>);
   add("where", ternary<Where>);
   add("addcmul", ternary<Addcmul>);
   add("addcdiv", ternary<Addcdiv>);

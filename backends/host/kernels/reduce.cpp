@@ -19,15 +19,15 @@ namespace {
 
 // The iteration plan of one reduction.
 struct Plan {
-  int nk = 0, nr = 0;                 // kept / reduced dims
-  int64_t kshape[FLAGOS_MAX_DIMS];    // kept sizes (input order)
-  int64_t kin[FLAGOS_MAX_DIMS];       // input strides of kept dims
-  int64_t kout[FLAGOS_MAX_DIMS];      // output strides of kept dims
-  int64_t rshape[FLAGOS_MAX_DIMS];    // reduced sizes
-  int64_t rin[FLAGOS_MAX_DIMS];       // input strides of reduced dims
-  int64_t kout2[FLAGOS_MAX_DIMS];     // strides of kept dims in a 2nd output
+  int nk = 0, nr = 0;               // kept / reduced dims
+  int64_t kshape[FLAGOS_MAX_DIMS];  // kept sizes (input order)
+  int64_t kin[FLAGOS_MAX_DIMS];     // input strides of kept dims
+  int64_t kout[FLAGOS_MAX_DIMS];    // output strides of kept dims
+  int64_t rshape[FLAGOS_MAX_DIMS];  // reduced sizes
+  int64_t rin[FLAGOS_MAX_DIMS];     // input strides of reduced dims
+  int64_t kout2[FLAGOS_MAX_DIMS];   // strides of kept dims in a 2nd output
   int64_t nout = 1, nred = 1;
-  bool inner_flat = false;            // reduced elements are in[base + i]
+  bool inner_flat = false;  // reduced elements are in[base + i]
 };
 
 // False when the output does not fit the input and mask.
@@ -116,12 +116,13 @@ using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
 // sum / mean. Scalars: dims, keepdim, dtype.
 template <bool kMean>
-flagosStatus_t sumKernel(flagosStream_t stream, const flagosTensor* o, int32_t no, const flagosTensor* in,
-                         int32_t ni, const flagosScalar* sc, int32_t ns) {
+flagosStatus_t sumKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                         const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
   if (no != 1 || ni != 1) return FLAGOS_ERROR_NOT_SUPPORTED;
   const flagosDtype_t idt = in[0].dtype, odt = o[0].dtype;
   const bool floating = idt == FLAGOS_DTYPE_FLOAT32 || idt == FLAGOS_DTYPE_FLOAT64;
-  const bool integral = idt == FLAGOS_DTYPE_INT32 || idt == FLAGOS_DTYPE_INT64 || idt == FLAGOS_DTYPE_BOOL;
+  const bool integral =
+      idt == FLAGOS_DTYPE_INT32 || idt == FLAGOS_DTYPE_INT64 || idt == FLAGOS_DTYPE_BOOL;
   if (floating ? odt != idt : !(integral && odt == FLAGOS_DTYPE_INT64 && !kMean))
     return FLAGOS_ERROR_NOT_SUPPORTED;
   Tensor out = copyTensor(o[0]), a = copyTensor(in[0]);
@@ -150,11 +151,21 @@ flagosStatus_t sumKernel(flagosStream_t stream, const flagosTensor* o, int32_t n
       });
     };
     switch (idt) {
-      case FLAGOS_DTYPE_FLOAT32: run(float{}, float{}); break;
-      case FLAGOS_DTYPE_FLOAT64: run(double{}, double{}); break;
-      case FLAGOS_DTYPE_INT32: run(int32_t{}, int64_t{}); break;
-      case FLAGOS_DTYPE_INT64: run(int64_t{}, int64_t{}); break;
-      case FLAGOS_DTYPE_BOOL: run(bool{}, int64_t{}); break;
+      case FLAGOS_DTYPE_FLOAT32:
+        run(float{}, float{});
+        break;
+      case FLAGOS_DTYPE_FLOAT64:
+        run(double{}, double{});
+        break;
+      case FLAGOS_DTYPE_INT32:
+        run(int32_t{}, int64_t{});
+        break;
+      case FLAGOS_DTYPE_INT64:
+        run(int64_t{}, int64_t{});
+        break;
+      case FLAGOS_DTYPE_BOOL:
+        run(bool{}, int64_t{});
+        break;
     }
   });
 }
@@ -175,14 +186,16 @@ bool better(T a, T b) {
 
 // amax / amin (dims, keepdim) and max_all / min_all (no scalars).
 template <bool kMax>
-flagosStatus_t extremeKernel(flagosStream_t stream, const flagosTensor* o, int32_t no, const flagosTensor* in,
-                             int32_t ni, const flagosScalar* sc, int32_t ns) {
+flagosStatus_t extremeKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                             const flagosTensor* in, int32_t ni, const flagosScalar* sc,
+                             int32_t ns) {
   if (no != 1 || ni != 1 || o[0].dtype != in[0].dtype) return FLAGOS_ERROR_NOT_SUPPORTED;
   const flagosDtype_t dt = in[0].dtype;
   if (!dispatchNumeric(dt, [](auto) {})) return FLAGOS_ERROR_NOT_SUPPORTED;
   Tensor out = copyTensor(o[0]), a = copyTensor(in[0]);
   Plan plan;
-  if (!makePlan(a, out, dimsMask(sc, ns, 0, a.ndim), plan) || plan.nred == 0) return FLAGOS_ERROR_NOT_SUPPORTED;
+  if (!makePlan(a, out, dimsMask(sc, ns, 0, a.ndim), plan) || plan.nred == 0)
+    return FLAGOS_ERROR_NOT_SUPPORTED;
   return submit(stream, [out, a, plan, dt] {
     dispatchNumeric(dt, [&](auto tag) {
       using T = decltype(tag);
@@ -205,8 +218,8 @@ flagosStatus_t extremeKernel(flagosStream_t stream, const flagosTensor* o, int32
 // max.dim / min.dim -> (values, indices) and argmax / argmin -> indices.
 // Scalars: dim (absent: all dims, flattened index), keepdim.
 template <bool kMax, bool kValues>
-flagosStatus_t argKernel(flagosStream_t stream, const flagosTensor* o, int32_t no, const flagosTensor* in,
-                         int32_t ni, const flagosScalar* sc, int32_t ns) {
+flagosStatus_t argKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                         const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
   if (no != (kValues ? 2 : 1) || ni != 1 || ns < 1) return FLAGOS_ERROR_NOT_SUPPORTED;
   const flagosTensor& idx_t = o[kValues ? 1 : 0];
   if (idx_t.dtype != FLAGOS_DTYPE_INT64 || (kValues && o[0].dtype != in[0].dtype))
@@ -262,8 +275,9 @@ flagosStatus_t argKernel(flagosStream_t stream, const flagosTensor* o, int32_t n
 enum class SoftmaxKind { Forward, LogForward, Backward, LogBackward };
 
 template <SoftmaxKind kKind>
-flagosStatus_t softmaxKernel(flagosStream_t stream, const flagosTensor* o, int32_t no, const flagosTensor* in,
-                             int32_t ni, const flagosScalar* sc, int32_t ns) {
+flagosStatus_t softmaxKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                             const flagosTensor* in, int32_t ni, const flagosScalar* sc,
+                             int32_t ns) {
   constexpr bool kBackward = kKind == SoftmaxKind::Backward || kKind == SoftmaxKind::LogBackward;
   if (no != 1 || ni != (kBackward ? 2 : 1) || ns < 2) return FLAGOS_ERROR_NOT_SUPPORTED;
   const flagosDtype_t dt = o[0].dtype;
@@ -313,14 +327,19 @@ flagosStatus_t softmaxKernel(flagosStream_t stream, const flagosTensor* o, int32
             for (int64_t i = 0; i < len; ++i) mx = std::max(mx, px[i * sx]);
             if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: avoid inf - inf
             double sum = 0;
-            for (int64_t i = 0; i < len; ++i) sum += std::exp(static_cast<double>(px[i * sx] - mx));
             if constexpr (kKind == SoftmaxKind::Forward) {
-              const double inv = 1.0 / sum;
-              for (int64_t i = 0; i < len; ++i)
-                po[i * so] = static_cast<T>(std::exp(static_cast<double>(px[i * sx] - mx)) * inv);
+              // exp once, into the output; then scale (x and out may alias).
+              for (int64_t i = 0; i < len; ++i) {
+                const T e = std::exp(px[i * sx] - mx);
+                po[i * so] = e;
+                sum += e;
+              }
+              const T inv = static_cast<T>(1.0 / sum);
+              for (int64_t i = 0; i < len; ++i) po[i * so] *= inv;
             } else {
-              const T lse = static_cast<T>(std::log(sum));
-              for (int64_t i = 0; i < len; ++i) po[i * so] = px[i * sx] - mx - lse;
+              for (int64_t i = 0; i < len; ++i) sum += std::exp(px[i * sx] - mx);
+              const T shift = mx + static_cast<T>(std::log(sum));
+              for (int64_t i = 0; i < len; ++i) po[i * so] = px[i * sx] - shift;
             }
           } else {
             // x = grad_output, y = output of the forward.
@@ -333,7 +352,8 @@ flagosStatus_t softmaxKernel(flagosStream_t stream, const flagosTensor* o, int32
             } else {
               for (int64_t i = 0; i < len; ++i) dot += px[i * sx];
               for (int64_t i = 0; i < len; ++i)
-                po[i * so] = static_cast<T>(px[i * sx] - std::exp(static_cast<double>(py[i * sy])) * dot);
+                po[i * so] =
+                    static_cast<T>(px[i * sx] - std::exp(static_cast<double>(py[i * sy])) * dot);
             }
           }
         }

@@ -1,0 +1,178 @@
+// mm / addmm / bmm / baddbmm on OpenBLAS (float32: sgemm, float64: dgemm).
+//
+// BLAS reads a matrix in place when one of its strides is 1 (row-major:
+// NoTrans, column-major: Trans); anything else (a sliced, expanded or
+// permuted operand) is packed into a contiguous copy first. The output is
+// written in place when it is row-major with unit column stride, otherwise
+// through a contiguous temporary. addmm-style `self` is broadcast into the
+// output first and BLAS's beta does the scaling.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels.h"
+
+namespace flagos_host::kernels {
+namespace {
+
+struct Mat {
+  char* data;
+  int64_t rows, cols, rs, cs;  // element strides
+};
+
+inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                 float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
+                 double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
+                 double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// How BLAS can read `m` in place; false when it must be packed.
+bool blasView(const Mat& m, CBLAS_TRANSPOSE& t, int64_t& ld) {
+  if ((m.cs == 1 || m.cols <= 1) && (m.rows <= 1 || m.rs >= std::max<int64_t>(1, m.cols))) {
+    t = CblasNoTrans;
+    ld = m.rows <= 1 ? std::max<int64_t>(1, m.cols) : m.rs;
+    return true;
+  }
+  if ((m.rs == 1 || m.rows <= 1) && (m.cols <= 1 || m.cs >= std::max<int64_t>(1, m.rows))) {
+    t = CblasTrans;
+    ld = m.cols <= 1 ? std::max<int64_t>(1, m.rows) : m.cs;
+    return true;
+  }
+  return false;
+}
+
+// C (M x N, any strides) = alpha * A @ B + beta * C.
+template <typename T>
+void matmul(const Mat& A, const Mat& B, const Mat& C, T alpha, T beta) {
+  const int64_t M = C.rows, N = C.cols, K = A.cols;
+  if (M == 0 || N == 0) return;
+  std::vector<T> pa, pb, pc;
+  auto pack = [](const Mat& m, std::vector<T>& buf) {
+    buf.resize(std::max<int64_t>(1, m.rows * m.cols));
+    for (int64_t i = 0; i < m.rows; ++i)
+      for (int64_t j = 0; j < m.cols; ++j)
+        buf[i * m.cols + j] = reinterpret_cast<const T*>(m.data)[i * m.rs + j * m.cs];
+    return Mat{reinterpret_cast<char*>(buf.data()), m.rows, m.cols, std::max<int64_t>(1, m.cols),
+               1};
+  };
+  CBLAS_TRANSPOSE ta, tb;
+  int64_t lda, ldb;
+  Mat a = A, b = B;
+  if (!blasView(a, ta, lda)) {
+    a = pack(A, pa);
+    blasView(a, ta, lda);
+  }
+  if (!blasView(b, tb, ldb)) {
+    b = pack(B, pb);
+    blasView(b, tb, ldb);
+  }
+  const bool direct = (C.cs == 1 || N == 1) && (M == 1 || C.rs >= N);
+  if (direct) {
+    const int64_t ldc = M == 1 ? std::max<int64_t>(1, N) : std::max<int64_t>(1, C.rs);
+    gemm(ta, tb, M, N, K, alpha, reinterpret_cast<const T*>(a.data), lda,
+         reinterpret_cast<const T*>(b.data), ldb, beta, reinterpret_cast<T*>(C.data), ldc);
+    return;
+  }
+  Mat c = pack(C, pc);
+  gemm(ta, tb, M, N, K, alpha, reinterpret_cast<const T*>(a.data), lda,
+       reinterpret_cast<const T*>(b.data), ldb, beta, reinterpret_cast<T*>(c.data), N);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      reinterpret_cast<T*>(C.data)[i * C.rs + j * C.cs] = pc[i * N + j];
+}
+
+Mat matOf(const Tensor& t, int64_t batch_offset = 0) {
+  const int r = t.ndim - 2;
+  return Mat{t.data + batch_offset, t.shape[r], t.shape[r + 1], t.strides[r], t.strides[r + 1]};
+}
+
+// out[b] = broadcast(self) for an addmm/baddbmm `self` of rank <= out's.
+template <typename T>
+void broadcastInto(const Tensor& self, const Tensor& out) {
+  int64_t st[3] = {0, 0, 0}, sh[3] = {1, 1, 1};
+  const int off = out.ndim - self.ndim;
+  for (int d = 0; d < out.ndim; ++d) {
+    sh[3 - out.ndim + d] = out.shape[d];
+    if (d >= off && self.shape[d - off] != 1) st[3 - out.ndim + d] = self.strides[d - off];
+  }
+  int64_t os[3] = {0, 0, 0};
+  for (int d = 0; d < out.ndim; ++d) os[3 - out.ndim + d] = out.strides[d];
+  const T* s = self.ptr<T>();
+  T* o = out.ptr<T>();
+  for (int64_t b = 0; b < sh[0]; ++b)
+    for (int64_t i = 0; i < sh[1]; ++i)
+      for (int64_t j = 0; j < sh[2]; ++j)
+        o[b * os[0] + i * os[1] + j * os[2]] = s[b * st[0] + i * st[1] + j * st[2]];
+}
+
+bool sameLayout(const Tensor& a, const Tensor& b) {
+  if (a.data != b.data || a.ndim != b.ndim) return false;
+  for (int d = 0; d < a.ndim; ++d)
+    if (a.shape[d] != b.shape[d] || (a.shape[d] != 1 && a.strides[d] != b.strides[d])) return false;
+  return true;
+}
+
+bool selfBroadcasts(const Tensor& self, const Tensor& out) {
+  if (self.ndim > out.ndim) return false;
+  const int off = out.ndim - self.ndim;
+  for (int d = 0; d < self.ndim; ++d)
+    if (self.shape[d] != 1 && self.shape[d] != out.shape[d + off]) return false;
+  return true;
+}
+
+// rank: 2 (mm family) or 3 (bmm family); with_self: addmm/baddbmm.
+template <int kRank, bool kWithSelf>
+flagosStatus_t gemmKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                          const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
+  const int first = kWithSelf ? 1 : 0;
+  if (no != 1 || ni != first + 2 || (kWithSelf && ns < 2)) return FLAGOS_ERROR_NOT_SUPPORTED;
+  const flagosDtype_t dt = o[0].dtype;
+  if (dt != FLAGOS_DTYPE_FLOAT32 && dt != FLAGOS_DTYPE_FLOAT64) return FLAGOS_ERROR_NOT_SUPPORTED;
+  for (int i = 0; i < ni; ++i)
+    if (in[i].dtype != dt) return FLAGOS_ERROR_NOT_SUPPORTED;
+  if (o[0].ndim != kRank || in[first].ndim != kRank || in[first + 1].ndim != kRank)
+    return FLAGOS_ERROR_NOT_SUPPORTED;
+  Tensor out = copyTensor(o[0]), a = copyTensor(in[first]), b = copyTensor(in[first + 1]);
+  Tensor self = kWithSelf ? copyTensor(in[0]) : Tensor{};
+  if (kWithSelf && !selfBroadcasts(self, out)) return FLAGOS_ERROR_NOT_SUPPORTED;
+  const double beta = kWithSelf ? scalarAs<double>(sc[0], 1.0) : 0.0;
+  const double alpha = kWithSelf ? scalarAs<double>(sc[1], 1.0) : 1.0;
+  return submit(stream, [out, a, b, self, beta, alpha, dt] {
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      T eff_beta = static_cast<T>(beta);
+      if (kWithSelf && beta != 0.0 && !sameLayout(self, out)) broadcastInto<T>(self, out);
+      if (!kWithSelf) eff_beta = 0;
+      const int64_t batches = kRank == 3 ? out.shape[0] : 1;
+      for (int64_t i = 0; i < batches; ++i) {
+        const int64_t esz = sizeof(T);
+        const int64_t oa = kRank == 3 ? i * a.strides[0] * esz : 0;
+        const int64_t ob = kRank == 3 ? i * b.strides[0] * esz : 0;
+        const int64_t oc = kRank == 3 ? i * out.strides[0] * esz : 0;
+        matmul<T>(matOf(a, oa), matOf(b, ob), matOf(out, oc), static_cast<T>(alpha), eff_beta);
+      }
+    };
+    if (dt == FLAGOS_DTYPE_FLOAT32)
+      run(float{});
+    else
+      run(double{});
+  });
+}
+
+}  // namespace
+
+void addGemmKernels(void (*add)(const char*, flagosKernelFn)) {
+  add("mm", gemmKernel<2, false>);
+  add("addmm", gemmKernel<2, true>);
+  add("bmm", gemmKernel<3, false>);
+  add("baddbmm", gemmKernel<3, true>);
+}
+
+}  // namespace flagos_host::kernels

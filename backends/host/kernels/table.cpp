@@ -1,0 +1,42 @@
+// The host plugin's flagosKernelTable: every kernel of this folder under its
+// semantic ID. Built once; plain data with static lifetime (kernel.h).
+#include <mutex>
+#include <vector>
+
+#include "kernels.h"
+
+namespace {
+
+std::vector<flagosKernelEntry>& entries() {
+  static std::vector<flagosKernelEntry> e;
+  return e;
+}
+
+void add(const char* id, flagosKernelFn fn) {
+  entries().push_back({id, fn});
+}
+
+}  // namespace
+
+const flagosKernelTable* flagos_host_kernel_table(void) {
+  static const flagosKernelTable table = [] {
+    using namespace flagos_host::kernels;
+    addPointwiseKernels(add);
+    addReduceKernels(add);
+    addGemmKernels(add);
+    addIndexKernels(add);
+    addNormKernels(add);
+    addNormBackwardKernels(add);
+    addConvKernels(add);
+    addPoolKernels(add);
+    addLossKernels(add);
+    addEmbeddingKernels(add);
+    addMiscKernels(add);
+    flagosKernelTable t{};
+    t.struct_size = sizeof(t);
+    t.num_entries = static_cast<int32_t>(entries().size());
+    t.entries = entries().data();
+    return t;
+  }();
+  return &table;
+}

@@ -1,0 +1,812 @@
+// The ATen -> semantic-op bridge: one boxed kernel serves every overload of
+// the catalog.
+//
+// Note [The semantic bridge]
+// Every overload listed in ops/catalog.yaml is registered for PrivateUse1
+// with a SemanticKernel bound to its catalog row. A call walks the execution
+// tiers (docs/architecture.md, "Tiers"), counting the one that ran:
+//
+//  1. native: the active plugin's flagosKernelFn for the semantic ID.
+//     Outputs are found from the schema (Note [Finding the outputs]); shapes
+//     and dtypes are inferred by running the same overload on meta tensors,
+//     which also performs ATen's argument checks (so errors read as on
+//     CPU); functional outputs are then allocated on the device with the
+//     strides the meta kernel chose (memory format preserved). Pointwise
+//     inputs are broadcast to the output shape (stride 0) and cast to the
+//     promoted dtype. The kernel is called on the current stream of the
+//     output's device. NOT_SUPPORTED / FALLBACK from the kernel, or no
+//     kernel at all, moves on to the next tier; other statuses raise.
+//  2. generated: not yet (the generator lands with the next issue).
+//  3. decomposition: the overload's CompositeExplicitAutograd kernel, which
+//     re-enters the dispatcher with catalog ops. See Note [Reaching the
+//     composite kernel].
+//  4. host: copy to CPU, run ATen's CPU kernel, copy back (cpu_fallback), or
+//     the catalog's `host` op for overloads that only exist for out-of-tree
+//     devices (convolution_overrideable).
+//
+// FLAGOS_OP_<ID> / FLAGOS_FORCE_FALLBACK (routing.cpp) can skip tiers.
+//
+// Note [Finding the outputs]
+// (mirrored by codegen/gen_catalog.py, which checks the counts at build time)
+//  - out=:       the kwarg-only mutable arguments, in order;
+//  - in-place:   the arguments the returns alias, in order;
+//  - void (`-> ()`, the _foreach_*_ family): every mutable argument;
+//  - functional: the returns, allocated by the bridge.
+//
+// Note [Reaching the composite kernel]
+// There is no public call for "the CompositeExplicitAutograd kernel of this
+// op". But an alias key's kernel fills every backend slot nobody registered
+// for, and no one registers aten kernels for PrivateUse3, so that slot holds
+// exactly the composite kernel. Redispatching the op to PrivateUse3 (through
+// the computed dispatch table: callBoxedForDispatchKey only sees direct
+// registrations and would find nothing) therefore runs
+// the decomposition; the ops it calls dispatch on the tensors' own keys
+// (PrivateUse1) again. Checked once per overload: if anything registers aten
+// kernels for PrivateUse3 directly, the decomposition tier is skipped.
+#include <ATen/ATen.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/TypeProperties.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dispatch/host_fallback.h"
+#include "dispatch/op_stats.h"
+#include "dispatch/semantic/catalog.h"
+#include "dispatch/semantic/host_tier.h"
+#include "runtime/backend.h"
+#include "runtime/stream.h"
+
+namespace flagos::semantic {
+namespace {
+
+// ------------------------------------------------------- vendor kernels ---
+
+// Semantic ID -> the active plugin's kernel, built once after initialize().
+class KernelIndex {
+ public:
+  static const KernelIndex* get() {
+    static std::atomic<const KernelIndex*> instance{nullptr};
+    const KernelIndex* k = instance.load(std::memory_order_acquire);
+    if (k) return k;
+    if (!flagos::isInitialized()) return nullptr;
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lock(mu);
+    k = instance.load(std::memory_order_relaxed);
+    if (!k) {
+      k = new KernelIndex(flagos::backend().tables.kernels);
+      instance.store(k, std::memory_order_release);
+    }
+    return k;
+  }
+  flagosKernelFn find(const char* id) const {
+    auto it = fns_.find(id);
+    return it == fns_.end() ? nullptr : it->second;
+  }
+
+ private:
+  explicit KernelIndex(const flagosKernelTable* table) {
+    constexpr size_t kNeeded = offsetof(flagosKernelTable, entries) + sizeof(table->entries);
+    if (!table || table->struct_size < kNeeded || !table->entries) return;
+    for (int32_t i = 0; i < table->num_entries; ++i) {
+      const flagosKernelEntry& e = table->entries[i];
+      if (e.op_id && e.fn) fns_.emplace(e.op_id, e.fn);
+    }
+  }
+  std::unordered_map<std::string, flagosKernelFn> fns_;
+};
+
+flagosDtype_t toFlagosDtype(at::ScalarType t) {
+  switch (t) {
+    case at::kBool:
+      return FLAGOS_DTYPE_BOOL;
+    case at::kByte:
+      return FLAGOS_DTYPE_UINT8;
+    case at::kChar:
+      return FLAGOS_DTYPE_INT8;
+    case at::kShort:
+      return FLAGOS_DTYPE_INT16;
+    case at::kInt:
+      return FLAGOS_DTYPE_INT32;
+    case at::kLong:
+      return FLAGOS_DTYPE_INT64;
+    case at::kHalf:
+      return FLAGOS_DTYPE_FLOAT16;
+    case at::kBFloat16:
+      return FLAGOS_DTYPE_BFLOAT16;
+    case at::kFloat:
+      return FLAGOS_DTYPE_FLOAT32;
+    case at::kDouble:
+      return FLAGOS_DTYPE_FLOAT64;
+    case at::kComplexFloat:
+      return FLAGOS_DTYPE_COMPLEX64;
+    case at::kComplexDouble:
+      return FLAGOS_DTYPE_COMPLEX128;
+    default:
+      return 0;
+  }
+}
+
+// ------------------------------------------------------- schema analysis ---
+
+enum class OutKind : uint8_t { Functional, InPlace, Out, Void };
+
+bool isScalarTypeArg(const c10::Argument& a) {
+  c10::TypePtr t = a.real_type();
+  if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+  return t->kind() == c10::TypeKind::ScalarTypeType;
+}
+
+// Per-call storage for the descriptors' shape/stride arrays.
+struct DescStore {
+  int64_t shape[FLAGOS_MAX_DIMS];
+  int64_t strides[FLAGOS_MAX_DIMS];
+};
+
+// Outcome of the native tier.
+enum class Native : uint8_t { Done, Skip };
+
+class SemanticKernel final : public c10::OperatorKernel {
+ public:
+  explicit SemanticKernel(int overload)
+      : ov_(overload),
+        op_index_(kOverloads[overload].op),
+        spec_(kOps[op_index_]),
+        name_(std::string("aten::") + kOverloads[overload].name) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    std::call_once(analyzed_, [&] { analyze(op); });
+    const Route route = routeFor(op_index_, ov_);
+    if (route == Route::Auto || route == Route::Native) {
+      if (flagosKernelFn fn = kernel()) {
+        if (tryNative(op, fn, stack) == Native::Done) {
+          recordOpCall(name_, Tier::Native);
+          return;
+        }
+      }
+    }
+    // Tier 2 (generated) does not exist yet: FLAGOS_OP_<ID>=generated and
+    // the plain path both continue below.
+    if (route != Route::Fallback && decomposable_) {
+      recordOpCall(name_, Tier::Decomposition);
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse3), stack);
+      return;
+    }
+    if (recordOpCall(name_, Tier::Fallback) && flagos::logFallback()) {
+      std::fprintf(
+          stderr,
+          "[flagos] %s (semantic op '%s') has no kernel on backend '%s': running it on the "
+          "host (CPU fallback); later calls are only counted (flagos_torchfl.op_stats())\n",
+          name_.c_str(), spec_.id, flagos::isInitialized() ? flagos::backend().name.c_str() : "?");
+    }
+    runOnHost(op, spec_.host_op, mutated_, stack);
+  }
+
+ private:
+  // Resolved once per overload from the live schema (the generator checked
+  // the same facts against the same torch at build time).
+  void analyze(const c10::OperatorHandle& op) {
+    const c10::FunctionSchema& schema = op.schema();
+    const auto& args = schema.arguments();
+    num_args_ = static_cast<int>(args.size());
+    auto indexOf = [&](const char* name) -> int {
+      for (int i = 0; i < num_args_; ++i)
+        if (args[i].name() == name) return i;
+      return -1;
+    };
+    for (int i = 0; i < spec_.num_inputs; ++i) {
+      int a = indexOf(spec_.inputs[i]);
+      TORCH_INTERNAL_ASSERT(a >= 0, name_, ": no input ", spec_.inputs[i]);
+      inputs_.push_back(a);
+      if (spec_.mutates_mask >> i & 1u) mutated_.push_back(a);
+    }
+    for (int i = 0; i < spec_.num_scalars; ++i) {
+      int a = indexOf(spec_.scalars[i].name);
+      scalars_.push_back({a, a >= 0 && isScalarTypeArg(args[a])});
+    }
+    // Note [Finding the outputs]
+    for (int i = 0; i < num_args_; ++i)
+      if (args[i].is_out()) outputs_.push_back(i);
+    if (!outputs_.empty()) {
+      kind_ = OutKind::Out;
+    } else {
+      for (const auto& r : schema.returns()) {
+        if (!r.alias_info()) continue;
+        for (int i = 0; i < num_args_; ++i) {
+          if (args[i].alias_info() && args[i].alias_info()->isWrite() &&
+              args[i].alias_info()->beforeSets() == r.alias_info()->beforeSets()) {
+            outputs_.push_back(i);
+            break;
+          }
+        }
+      }
+      if (!outputs_.empty()) {
+        kind_ = OutKind::InPlace;
+      } else if (schema.returns().empty()) {
+        kind_ = OutKind::Void;
+        for (int i = 0; i < num_args_; ++i)
+          if (args[i].alias_info() && args[i].alias_info()->isWrite()) outputs_.push_back(i);
+      } else {
+        kind_ = OutKind::Functional;
+      }
+    }
+    num_returns_ = static_cast<int>(schema.returns().size());
+    decomposable_ = kOverloads[ov_].decomposable &&
+                    !op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse3) &&
+                    op.hasComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse3);
+  }
+
+  flagosKernelFn kernel() {
+    int state = kernel_state_.load(std::memory_order_acquire);
+    if (state == 2) return fn_;
+    const KernelIndex* index = KernelIndex::get();
+    if (!index) return nullptr;
+    fn_ = index->find(spec_.id);
+    kernel_state_.store(2, std::memory_order_release);
+    return fn_;
+  }
+
+  static at::Tensor toMeta(const at::Tensor& t) {
+    // CPU scalars stay as they are: ATen's meta kernels accept them next to
+    // meta tensors exactly as CPU kernels accept them next to device ones.
+    if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
+    at::Tensor m = at::empty_strided(t.sizes(), t.strides(),
+                                     at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
+    return m;
+  }
+
+  static c10::IValue toMetaIValue(const c10::IValue& v) {
+    if (v.isTensor()) return toMeta(v.toTensor());
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorList()) out.push_back(toMeta(t));
+      return out;
+    }
+    if (v.isList() && v.toListRef().size() > 0 &&
+        (v.toListRef()[0].isTensor() || v.toListRef()[0].isNone())) {
+      c10::List<std::optional<at::Tensor>> out;
+      for (const c10::IValue& e : v.toListRef())
+        out.push_back(e.isNone() ? std::optional<at::Tensor>() : toMeta(e.toTensor()));
+      return out;
+    }
+    return v;
+  }
+
+  static void appendTensors(const c10::IValue& v, c10::SmallVectorImpl<at::Tensor>& out, bool& ok) {
+    if (v.isTensor()) {
+      out.push_back(v.toTensor());
+    } else if (v.isNone()) {
+      out.emplace_back();
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) out.push_back(t);
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef())
+        out.push_back(e.isNone() ? at::Tensor() : e.toTensor());
+    } else {
+      ok = false;
+    }
+  }
+
+  static bool describe(const at::Tensor& t, flagosTensor& d, DescStore& s) {
+    if (!t.defined()) {
+      d = flagosTensor{nullptr, 0, 0, nullptr, nullptr};
+      return true;
+    }
+    const int64_t nd = t.dim();
+    if (nd > FLAGOS_MAX_DIMS) return false;
+    d.dtype = toFlagosDtype(t.scalar_type());
+    if (d.dtype == 0) return false;
+    for (int64_t i = 0; i < nd; ++i) {
+      s.shape[i] = t.size(i);
+      s.strides[i] = t.stride(i);
+    }
+    d.data = t.numel() == 0 ? nullptr : const_cast<void*>(t.const_data_ptr());
+    d.ndim = static_cast<int32_t>(nd);
+    d.shape = nd ? s.shape : nullptr;
+    d.strides = nd ? s.strides : nullptr;
+    return true;
+  }
+
+  // `t` seen with `out`'s shape: size-1 and missing leading dims get stride 0.
+  static bool describeBroadcast(const at::Tensor& t, const at::Tensor& out, flagosTensor& d,
+                                DescStore& s) {
+    if (!t.defined()) return describe(t, d, s);  // absent optional: data == NULL
+    if (!describe(t, d, s)) return false;
+    const int64_t nd = out.dim(), off = nd - t.dim();
+    if (off < 0 || nd > FLAGOS_MAX_DIMS) return false;
+    int64_t shape[FLAGOS_MAX_DIMS], strides[FLAGOS_MAX_DIMS];
+    for (int64_t i = 0; i < nd; ++i) {
+      const int64_t os = out.size(i);
+      if (i < off) {
+        shape[i] = os;
+        strides[i] = 0;
+        continue;
+      }
+      const int64_t ts = t.size(i - off);
+      if (ts == os) {
+        shape[i] = os;
+        strides[i] = t.stride(i - off);
+      } else if (ts == 1) {
+        shape[i] = os;
+        strides[i] = 0;
+      } else {
+        return false;
+      }
+    }
+    std::memcpy(s.shape, shape, sizeof(int64_t) * nd);
+    std::memcpy(s.strides, strides, sizeof(int64_t) * nd);
+    d.ndim = static_cast<int32_t>(nd);
+    d.shape = nd ? s.shape : nullptr;
+    d.strides = nd ? s.strides : nullptr;
+    return true;
+  }
+
+  // flagosScalar values for scalar `k`; false: not expressible (-> next tier).
+  bool encodeScalar(int k, const c10::IValue* args, int64_t ndim,
+                    c10::SmallVector<flagosScalar, 16>& out) const {
+    const ScalarSpec& sp = spec_.scalars[k];
+    const int a = scalars_[k].arg;
+    const c10::IValue none;
+    const c10::IValue& v = a >= 0 ? args[a] : none;
+    flagosScalar s{0, 0, 0, 0.0};
+    auto pushInt = [&](int64_t i) {
+      flagosScalar x{FLAGOS_DTYPE_INT64, 0, i, static_cast<double>(i)};
+      out.push_back(x);
+    };
+    const int64_t wrap = ndim == 0 ? 1 : ndim;
+    switch (sp.encoding) {
+      case Encoding::Plain:
+        if (v.isNone()) {
+          out.push_back(s);
+        } else if (scalars_[k].is_scalar_type) {
+          flagosDtype_t dt = toFlagosDtype(static_cast<at::ScalarType>(v.toInt()));
+          if (dt == 0) return false;
+          pushInt(dt);
+        } else if (v.isDouble()) {
+          s.dtype = FLAGOS_DTYPE_FLOAT64;
+          s.f = v.toDouble();
+          s.i = static_cast<int64_t>(s.f);
+          out.push_back(s);
+        } else if (v.isBool()) {
+          s.dtype = FLAGOS_DTYPE_BOOL;
+          s.i = v.toBool();
+          s.f = static_cast<double>(s.i);
+          out.push_back(s);
+        } else if (v.isInt()) {
+          pushInt(v.toInt());
+        } else {
+          return false;  // complex, symbolic, ...
+        }
+        return true;
+      case Encoding::Dims: {
+        if (ndim > 63) return false;
+        uint64_t mask = 0;
+        if (v.isNone() || (v.isIntList() && v.toIntList().empty())) {
+          mask = ndim ? ((uint64_t{1} << ndim) - 1) : 0;
+        } else if (v.isInt()) {
+          mask = uint64_t{1} << c10::maybe_wrap_dim(v.toInt(), wrap);
+        } else if (v.isIntList()) {
+          for (int64_t d : v.toIntList()) mask |= uint64_t{1} << c10::maybe_wrap_dim(d, wrap);
+        } else {
+          return false;
+        }
+        if (ndim == 0) mask = 0;
+        pushInt(static_cast<int64_t>(mask));
+        return true;
+      }
+      case Encoding::Dim:
+        if (v.isNone()) {
+          out.push_back(s);
+        } else {
+          pushInt(c10::maybe_wrap_dim(v.toInt(), wrap));
+        }
+        return true;
+      case Encoding::Length:
+        if (!v.isList()) return false;
+        pushInt(static_cast<int64_t>(v.toListRef().size()));
+        return true;
+      case Encoding::Enum: {
+        if (v.isNone()) {
+          out.push_back(s);
+          return true;
+        }
+        if (!v.isString()) return false;
+        const std::string& str = v.toStringRef();
+        for (int i = 0; i < sp.count; ++i) {
+          if (str == sp.names[i]) {
+            pushInt(i);
+            return true;
+          }
+        }
+        return false;
+      }
+      case Encoding::List: {
+        if (v.isNone()) {
+          for (int i = 0; i < sp.count; ++i) out.push_back(s);
+          return true;
+        }
+        if (!v.isList()) return false;
+        const auto& list = v.toListRef();
+        if (static_cast<int>(list.size()) > sp.count) return false;
+        for (int i = 0; i < sp.count; ++i) {
+          const c10::IValue& e =
+              list.empty() ? c10::IValue(int64_t{0}) : list[std::min<size_t>(i, list.size() - 1)];
+          if (e.isBool()) {
+            flagosScalar b{FLAGOS_DTYPE_BOOL, 0, e.toBool(), static_cast<double>(e.toBool())};
+            out.push_back(b);
+          } else if (e.isInt()) {
+            pushInt(e.toInt());
+          } else {
+            return false;
+          }
+        }
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Note [Shape inference cache]
+  // Output shapes, strides and dtypes come from running the overload on meta
+  // tensors, which also performs ATen's argument checks. Many meta kernels
+  // are Python (torch/_meta_registrations.py), ~100 us a call, so results are
+  // cached per overload under a key holding everything a meta kernel can see:
+  // each tensor's dtype, rank, sizes, strides, CPU-scalar-ness, and every
+  // non-tensor argument's value. A hit skips the meta call (and the checks,
+  // which passed for the identical key before). Arguments the key cannot
+  // hold (generators, devices, ...) disable caching for that call.
+  struct OutShape {
+    at::ScalarType dtype;
+    c10::SmallVector<int64_t, 6> sizes, strides;
+  };
+  struct MetaResult {
+    std::vector<OutShape> outs;
+    std::vector<int32_t> layout;  // per return: -1 one tensor, n: a list of n
+  };
+  using Key = std::vector<int64_t>;
+  struct KeyHash {
+    size_t operator()(const Key& k) const noexcept {
+      uint64_t h = 1469598103934665603ull;
+      for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+      return static_cast<size_t>(h);
+    }
+  };
+  static constexpr size_t kMaxCacheEntries = 1024;
+
+  static void keyTensor(const at::Tensor& t, Key& k) {
+    if (!t.defined()) {
+      k.push_back(1);
+      return;
+    }
+    k.push_back(2);
+    k.push_back(static_cast<int64_t>(t.scalar_type()));
+    k.push_back(t.dim());
+    k.push_back((t.device().is_cpu() ? 1 : 0) |
+                (t.unsafeGetTensorImpl()->is_wrapped_number() ? 2 : 0));
+    for (int64_t d : t.sizes()) k.push_back(d);
+    for (int64_t d : t.strides()) k.push_back(d);
+  }
+
+  // False when `v` cannot be part of a key.
+  static bool keyValue(const c10::IValue& v, Key& k) {
+    if (v.isTensor()) {
+      keyTensor(v.toTensor(), k);
+    } else if (v.isNone()) {
+      k.push_back(3);
+    } else if (v.isInt()) {
+      k.push_back(4);
+      k.push_back(v.toInt());
+    } else if (v.isDouble()) {
+      k.push_back(5);
+      const double d = v.toDouble();
+      int64_t bits;
+      std::memcpy(&bits, &d, sizeof bits);
+      k.push_back(bits);
+    } else if (v.isBool()) {
+      k.push_back(6);
+      k.push_back(v.toBool());
+    } else if (v.isString()) {
+      k.push_back(7);
+      for (char c : v.toStringRef()) k.push_back(c);
+      k.push_back(-7);
+    } else if (v.isList()) {
+      const auto& list = v.toListRef();
+      k.push_back(8);
+      k.push_back(static_cast<int64_t>(list.size()));
+      for (const c10::IValue& e : list)
+        if (!keyValue(e, k)) return false;
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  std::shared_ptr<const MetaResult> inferShapes(const c10::OperatorHandle& op,
+                                                const c10::IValue* args) {
+    Key key;
+    key.reserve(64);
+    bool cacheable = true;
+    for (int i = 0; i < num_args_ && cacheable; ++i) cacheable = keyValue(args[i], key);
+    if (cacheable) {
+      std::shared_lock<std::shared_mutex> lock(cache_mu_);
+      auto it = cache_.find(key);
+      if (it != cache_.end()) return it->second;
+    }
+    torch::jit::Stack meta;
+    meta.reserve(num_args_);
+    for (int i = 0; i < num_args_; ++i) meta.push_back(toMetaIValue(args[i]));
+    // redispatch (the computed table), not callBoxedForDispatchKey (direct
+    // registrations only): many meta kernels come from a composite.
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+    auto result = std::make_shared<MetaResult>();
+    auto add = [&](const at::Tensor& m) {
+      // An undefined return (an output_mask entry that is false) stays
+      // undefined: the kernel sees data == NULL.
+      OutShape o{m.defined() ? m.scalar_type() : at::ScalarType::Undefined, {}, {}};
+      if (m.defined()) {
+        o.sizes.assign(m.sizes().begin(), m.sizes().end());
+        o.strides.assign(m.strides().begin(), m.strides().end());
+      }
+      result->outs.push_back(std::move(o));
+    };
+    for (const c10::IValue& r : meta) {
+      if (r.isTensor()) {
+        add(r.toTensor());
+        result->layout.push_back(-1);
+      } else if (r.isTensorList()) {
+        const auto list = r.toTensorList();
+        for (const at::Tensor& m : list) add(m);
+        result->layout.push_back(static_cast<int32_t>(list.size()));
+      }
+    }
+    if (cacheable) {
+      std::unique_lock<std::shared_mutex> lock(cache_mu_);
+      if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+      cache_.emplace(std::move(key), result);
+    }
+    return result;
+  }
+
+  Native tryNative(const c10::OperatorHandle& op, flagosKernelFn fn, torch::jit::Stack* stack) {
+    const c10::IValue* args = stack->data() + (stack->size() - num_args_);
+
+    // Inputs, and the device they live on.
+    c10::SmallVector<at::Tensor, 8> inputs;
+    bool ok = true;
+    for (int a : inputs_) appendTensors(args[a], inputs, ok);
+    if (!ok) return Native::Skip;
+    std::optional<c10::Device> device;
+    for (const at::Tensor& t : inputs) {
+      if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
+        device = t.device();
+        break;
+      }
+    }
+    c10::SmallVector<at::Tensor, 4> outputs;
+    if (kind_ != OutKind::Functional) {
+      for (int a : outputs_) appendTensors(args[a], outputs, ok);
+      if (!ok) return Native::Skip;
+      for (const at::Tensor& t : outputs) {
+        if (t.defined() && !device && t.device().type() == c10::DeviceType::PrivateUse1)
+          device = t.device();
+      }
+    }
+    if (!device) return Native::Skip;
+    for (const at::Tensor& t : inputs) {
+      // CPU 0-dim tensors are scalars to ATen's pointwise ops; anything else
+      // on another device is the host tier's business (it raises or copies).
+      if (t.defined() && t.device() != *device &&
+          !(spec_.family == Family::Pointwise && t.device().is_cpu() && t.dim() == 0)) {
+        return Native::Skip;
+      }
+    }
+    for (const at::Tensor& t : outputs)
+      if (t.defined() && t.device() != *device) return Native::Skip;
+
+    // Shapes and dtypes (Note [Shape inference cache]).
+    std::shared_ptr<const MetaResult> shapes = inferShapes(op, args);
+    if (kind_ == OutKind::Functional) {
+      for (const OutShape& m : shapes->outs) {
+        if (m.dtype == at::ScalarType::Undefined) {
+          outputs.emplace_back();
+          continue;
+        }
+        outputs.push_back(at::empty_strided(m.sizes, m.strides,
+                                            at::TensorOptions().dtype(m.dtype).device(*device)));
+      }
+    } else if (kind_ == OutKind::Out) {
+      // The meta kernel resized its copies of the outputs: mirror that.
+      if (shapes->outs.size() != outputs.size()) return Native::Skip;
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        if (outputs[i].defined() && outputs[i].sizes() != c10::IntArrayRef(shapes->outs[i].sizes)) {
+          outputs[i].resize_(shapes->outs[i].sizes);
+        }
+      }
+    }
+    if (static_cast<int>(outputs.size()) < 1) return Native::Skip;
+
+    // Pointwise: promote and broadcast the inputs.
+    const at::Tensor& out0 = outputs[0];
+    const bool pointwise = spec_.family == Family::Pointwise;
+    if (pointwise && spec_.promote_mask) {
+      at::native::ResultTypeState state;
+      for (int i = 0; i < static_cast<int>(inputs.size()) && i < 32; ++i)
+        if ((spec_.promote_mask >> i & 1u) && inputs[i].defined())
+          state = at::native::update_result_type_state(inputs[i], state);
+      const at::ScalarType common = at::native::result_type(state);
+      for (int i = 0; i < static_cast<int>(inputs.size()) && i < 32; ++i) {
+        at::Tensor& t = inputs[i];
+        if (!t.defined()) continue;
+        const bool promoted = spec_.promote_mask >> i & 1u;
+        if (t.device() != *device || (promoted && t.scalar_type() != common)) {
+          t = t.to(*device, promoted ? common : t.scalar_type());
+        }
+      }
+    }
+
+    // Descriptors.
+    const size_t n_in = inputs.size(), n_out = outputs.size();
+    c10::SmallVector<DescStore, 8> store(n_in + n_out);
+    c10::SmallVector<flagosTensor, 8> in_desc(n_in), out_desc(n_out);
+    for (size_t i = 0; i < n_out; ++i)
+      if (!describe(outputs[i], out_desc[i], store[i])) return Native::Skip;
+    for (size_t i = 0; i < n_in; ++i) {
+      const bool good = pointwise ? describeBroadcast(inputs[i], out0, in_desc[i], store[n_out + i])
+                                  : describe(inputs[i], in_desc[i], store[n_out + i]);
+      if (!good) return Native::Skip;
+    }
+    c10::SmallVector<flagosScalar, 16> scalars;
+    // Dims are normalized against the highest-rank input (cat may list 1-D
+    // empty tensors first; a reduction has one input).
+    int64_t ndim0 = inputs.empty() ? out0.dim() : 0;
+    for (const at::Tensor& t : inputs)
+      if (t.defined()) ndim0 = std::max<int64_t>(ndim0, t.dim());
+    try {
+      for (int k = 0; k < spec_.num_scalars; ++k)
+        if (!encodeScalar(k, args, ndim0, scalars)) return Native::Skip;
+    } catch (const c10::Error&) {
+      return Native::Skip;  // e.g. a dim out of range: the host tier raises it properly
+    }
+
+    // Call.
+    c10::DeviceGuard guard(*device);
+    flagosStream_t stream = flagos::currentVendorStream(device->index());
+    const flagosStatus_t status =
+        fn(stream, out_desc.data(), static_cast<int32_t>(n_out), in_desc.data(),
+           static_cast<int32_t>(n_in), scalars.data(), static_cast<int32_t>(scalars.size()));
+    if (status == FLAGOS_ERROR_NOT_SUPPORTED || status == FLAGOS_ERROR_FALLBACK)
+      return Native::Skip;
+    if (status != FLAGOS_SUCCESS) {
+      const std::string what = std::string("native kernel '") + spec_.id + "' for " + name_;
+      flagos::check(status, what.c_str());
+    }
+
+    // Replace the arguments by the returns.
+    switch (kind_) {
+      case OutKind::Functional: {
+        torch::jit::drop(*stack, num_args_);
+        size_t next = 0;
+        for (int32_t n : shapes->layout) {
+          if (n < 0) {
+            stack->emplace_back(outputs[next++]);
+          } else {
+            c10::List<at::Tensor> list;
+            for (int32_t j = 0; j < n; ++j) list.push_back(outputs[next++]);
+            stack->emplace_back(std::move(list));
+          }
+        }
+        break;
+      }
+      case OutKind::InPlace:
+      case OutKind::Out: {
+        c10::SmallVector<c10::IValue, 4> rets;
+        for (int a : outputs_) rets.push_back(args[a]);
+        torch::jit::drop(*stack, num_args_);
+        for (int i = 0; i < num_returns_ && i < static_cast<int>(rets.size()); ++i)
+          stack->push_back(std::move(rets[i]));
+        break;
+      }
+      case OutKind::Void:
+        torch::jit::drop(*stack, num_args_);
+        break;
+    }
+    return Native::Done;
+  }
+
+  struct ScalarArg {
+    int arg;              // schema index, -1: absent in this overload
+    bool is_scalar_type;  // ScalarType argument: passed as a flagos dtype code
+  };
+
+  const int ov_;
+  const int op_index_;
+  const OpSpec& spec_;
+  const std::string name_;  // "aten::add.Tensor", the op_stats key
+
+  std::once_flag analyzed_;
+  int num_args_ = 0;
+  int num_returns_ = 0;
+  OutKind kind_ = OutKind::Functional;
+  bool decomposable_ = false;
+  std::vector<int> inputs_;
+  std::vector<ScalarArg> scalars_;
+  std::vector<int> outputs_;
+  std::vector<int> mutated_;  // schema indices of `mutates` inputs
+
+  std::atomic<int> kernel_state_{0};
+  flagosKernelFn fn_ = nullptr;
+
+  std::shared_mutex cache_mu_;
+  std::unordered_map<Key, std::shared_ptr<const MetaResult>, KeyHash> cache_;
+};
+
+// Python-visible introspection, without touching the binding module:
+// torch.ops.flagos._catalog_overloads() etc. (tests, coverage tools).
+std::vector<std::string> catalogOverloads() {
+  std::vector<std::string> out;
+  out.reserve(kNumOverloads);
+  for (int i = 0; i < kNumOverloads; ++i)
+    out.push_back(std::string("aten::") + kOverloads[i].name + "=" + kOps[kOverloads[i].op].id);
+  return out;
+}
+
+std::vector<std::string> catalogNativeIds() {
+  std::vector<std::string> out;
+  const KernelIndex* index = KernelIndex::get();
+  if (!index) return out;
+  for (int i = 0; i < kNumOps; ++i)
+    if (index->find(kOps[i].id)) out.emplace_back(kOps[i].id);
+  return out;
+}
+
+std::vector<std::string> catalogRoutes() {
+  initRouting();
+  std::vector<std::string> out;
+  for (int i = 0; i < kNumOverloads; ++i) {
+    const char* r = "auto";
+    switch (routeFor(kOverloads[i].op, i)) {
+      case Route::Auto:
+        r = "auto";
+        break;
+      case Route::Native:
+        r = "native";
+        break;
+      case Route::Generated:
+        r = "generated";
+        break;
+      case Route::Fallback:
+        r = "fallback";
+        break;
+    }
+    out.push_back(std::string("aten::") + kOverloads[i].name + "=" + r);
+  }
+  return out;
+}
+
+}  // namespace
+
+void registerCatalog(torch::Library& m) {
+  for (int i = 0; i < kNumOverloads; ++i) {
+    m.impl(kOverloads[i].name,
+           torch::CppFunction::makeFromBoxedFunctor(std::make_unique<SemanticKernel>(i)));
+  }
+}
+
+}  // namespace flagos::semantic
+
+TORCH_LIBRARY_FRAGMENT(flagos, m) {
+  m.def("_catalog_overloads() -> str[]", &flagos::semantic::catalogOverloads);
+  m.def("_catalog_native_ids() -> str[]", &flagos::semantic::catalogNativeIds);
+  m.def("_catalog_routes() -> str[]", &flagos::semantic::catalogRoutes);
+}
