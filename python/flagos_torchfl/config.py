@@ -232,6 +232,18 @@ def library_path() -> list[str]:
     return [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
 
 
+def launcher_ranks() -> tuple[int, int, int]:
+    """(RANK, WORLD_SIZE, LOCAL_RANK) as torchrun sets them; (0, 1, 0) outside it."""
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    return rank, world, int(os.environ.get("LOCAL_RANK", str(rank)))
+
+
+def environment() -> dict[str, str]:
+    """A copy of the whole environment, to start child processes from."""
+    return dict(os.environ)
+
+
 def export_backend(name: str) -> None:
     """Set FLAGOS_BACKEND=name for the processes this one starts (torchrun workers,
     spawned DataLoader workers): they bring the same backend up at `import torch`."""

@@ -413,12 +413,20 @@ def _original_cuda_attr(name):
 
 
 def test_backends_flags_are_harmless():
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cudnn.deterministic = False
+    # torch.testing._internal (imported by the OpInfo tests in this process)
+    # freezes these flags for its own suites; a user script never has that.
+    with torch.backends.__allow_nonbracketed_mutation():
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        assert torch.backends.cudnn.benchmark and torch.backends.cudnn.deterministic
+        x = torch.randn(4, 4, device="cuda")
+        torch.testing.assert_close((x @ x).cpu(), x.cpu() @ x.cpu())
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = True
 
 
 # ------------------------------------------------------------------ factory table

@@ -19,12 +19,12 @@ import argparse
 import copy
 import datetime
 import json
-import os
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+from .. import config
 from . import _model
 
 NOISE = 0.1  # scale of the per-rank perturbation of floating inputs
@@ -92,8 +92,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     initialize(args.backend)
     fd.register()
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local = int(os.environ.get("LOCAL_RANK", rank))
+    rank, world, local = config.launcher_ranks()
     device = torch.device("flagos", local)
     torch.flagos.set_device(device)
     dist.init_process_group(
@@ -172,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--timeout", type=float, default=120)
     args = parser.parse_args(argv)
-    rank = int(os.environ.get("RANK", "0"))
+    rank = config.launcher_ranks()[0]
     try:
         result = run(args)
     except Exception as err:  # noqa: BLE001 - reported to the parent through --out

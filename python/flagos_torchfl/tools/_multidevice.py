@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import config
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -32,7 +34,7 @@ def _free_port() -> int:
 
 
 def _env(nprocs: int) -> dict[str, str]:
-    env = dict(os.environ)
+    env = config.environment()
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     env["FLAGOS_HOST_DEVICES"] = str(nprocs)

@@ -5,6 +5,7 @@ Run by torchrun normally; the test runs one process with the env:// variables se
 
 import json
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -36,7 +37,10 @@ def main():
         "device": str(next(ddp.parameters()).device),
     }
     dist.destroy_process_group()
-    print(json.dumps(result))
+    # One write per line: both ranks share torchrun's stdout, and print()
+    # may write the text and its newline separately, interleaving them.
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
