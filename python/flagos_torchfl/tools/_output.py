@@ -32,6 +32,25 @@ def use_colour(stream=None) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)()) and not config.no_color()
 
 
+def progress(iterable: Sequence[Any], label: str, stream=None):
+    """Yield from `iterable`, drawing `label i/n` on a terminal's stderr.
+
+    Long runs (training steps, benchmark repetitions) show they are alive;
+    nothing is written when stderr is not a terminal (CI logs, pipes).
+    """
+    stream = stream or sys.stderr
+    if not getattr(stream, "isatty", lambda: False)():
+        yield from iterable
+        return
+    total = len(iterable)
+    for i, item in enumerate(iterable, 1):
+        stream.write(f"\r{label} {i}/{total}")
+        stream.flush()
+        yield item
+    stream.write("\r" + " " * (len(label) + 2 * len(str(total)) + 2) + "\r")
+    stream.flush()
+
+
 def paint(text: str, key: str, colour: bool) -> str:
     """`text` in the colour of `key` (a tier, severity or verdict) when `colour`."""
     code = _COLOURS.get(key.split()[0] if key else key)

@@ -28,7 +28,7 @@ import statistics
 import time
 from typing import Any
 
-from . import _model, coverage, ops
+from . import _model, _output, coverage, ops
 from ._output import add_output_arguments, render, write_json
 
 DEVICE = "flagos"
@@ -74,7 +74,7 @@ def _time_steps(step, steps: int, warmup: int) -> list[float]:
     for _ in range(warmup):
         step()
     times = []
-    for _ in range(steps):
+    for _ in _output.progress(range(steps), "timing"):
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)

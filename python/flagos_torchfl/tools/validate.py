@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import _model, _multidevice, regression
+from . import _model, _multidevice, _output, regression
 from ._output import add_output_arguments, paint, render, use_colour, write_json, write_junit
 
 DEVICE = "flagos"
@@ -189,7 +189,7 @@ def _train(case: _model.ModelCase, device: str, steps: int, lr: float) -> list[f
     inputs = _model.to_device(case.inputs, device)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     losses = []
-    for _ in range(steps):
+    for _ in _output.progress(range(steps), f"training on {device}"):
         opt.zero_grad()
         loss = case.loss_fn(model(*inputs))
         loss.backward()
