@@ -50,7 +50,10 @@ flagosStatus_t nllLoss(flagosStream_t stream, const flagosTensor* o, int32_t no,
       }
       if (!(red == kNone && x.ndim == 2))
         out.ptr<T>()[0] = static_cast<T>(red == kMean ? sum / wsum : sum);
-      tw.ptr<T>()[0] = static_cast<T>(wsum);
+      // ATen's CPU kernel leaves total_weight at 0 for per-sample losses
+      // (reduction none over a batch); found by FLAGOS_AUTOCOMPARE.
+      const bool per_sample = red == kNone && x.ndim == 2;
+      tw.ptr<T>()[0] = static_cast<T>(per_sample ? 0.0 : wsum);
     });
   });
 }
