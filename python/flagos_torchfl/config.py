@@ -101,6 +101,23 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "overload name (`add.*`). Unknown names are errors.",
     ),
     EnvVar(
+        "FLAGOS_AUTOCOMPARE",
+        "0",
+        "core",
+        "`1`: replay every catalog operator call that ran on the device (native or "
+        "decomposition tier) on CPU copies of its inputs and compare each output (integers "
+        "exact; float32 rtol=atol=1e-4); the first divergence is printed to stderr, all are "
+        "counted (`torch.ops.flagos._autocompare_report()`). `raise`: raise a RuntimeError "
+        'instead. Also `torch.ops.flagos._set_autocompare("1")`. Slow: for debugging.',
+    ),
+    EnvVar(
+        "FLAGOS_AUTOCOMPARE_INJECT",
+        "",
+        "core",
+        "Testing only: a semantic operator ID or ATen overload whose device outputs "
+        "`FLAGOS_AUTOCOMPARE` perturbs by +1 after the call (to prove it reports).",
+    ),
+    EnvVar(
         "FLAGOS_HOST_DEVICES",
         "1",
         "host plugin",

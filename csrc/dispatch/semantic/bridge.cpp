@@ -63,6 +63,7 @@
 
 #include "dispatch/host_fallback.h"
 #include "dispatch/op_stats.h"
+#include "dispatch/semantic/autocompare.h"
 #include "dispatch/semantic/catalog.h"
 #include "dispatch/semantic/host_tier.h"
 #include "runtime/backend.h"
@@ -168,11 +169,26 @@ class SemanticKernel final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     std::call_once(analyzed_, [&] { analyze(op); });
     const Route route = routeFor(op_index_, ov_);
+    // FLAGOS_AUTOCOMPARE (autocompare.cpp): off, this is one relaxed load.
+    // On, calls that may run on the device are replayed on the CPU.
+    if (C10_UNLIKELY(autocompareActive()) &&
+        (((route == Route::Auto || route == Route::Native) && kernel()) ||
+         (route != Route::Fallback && decomposable_))) {
+      AutocompareCall check(op, name_, spec_.id, spec_.host_op, mutated_, *stack, num_args_);
+      check.check(run(op, route, stack), *stack);
+      return;
+    }
+    run(op, route, stack);
+  }
+
+ private:
+  // The tiers; returns the one that ran.
+  Tier run(const c10::OperatorHandle& op, Route route, torch::jit::Stack* stack) {
     if (route == Route::Auto || route == Route::Native) {
       if (flagosKernelFn fn = kernel()) {
         if (tryNative(op, fn, stack) == Native::Done) {
           recordOpCall(name_, Tier::Native);
-          return;
+          return Tier::Native;
         }
       }
     }
@@ -181,7 +197,7 @@ class SemanticKernel final : public c10::OperatorKernel {
     if (route != Route::Fallback && decomposable_) {
       recordOpCall(name_, Tier::Decomposition);
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse3), stack);
-      return;
+      return Tier::Decomposition;
     }
     if (recordOpCall(name_, Tier::Fallback) && flagos::logFallback()) {
       std::fprintf(
@@ -191,9 +207,9 @@ class SemanticKernel final : public c10::OperatorKernel {
           name_.c_str(), spec_.id, flagos::isInitialized() ? flagos::backend().name.c_str() : "?");
     }
     runOnHost(op, spec_.host_op, mutated_, stack);
+    return Tier::Fallback;
   }
 
- private:
   // Resolved once per overload from the live schema (the generator checked
   // the same facts against the same torch at build time).
   void analyze(const c10::OperatorHandle& op) {
