@@ -13,6 +13,7 @@ run() {
   "$@" || failed+=("$*")
 }
 run ctest --test-dir build/cmake --output-on-failure -j2
+run clang-format --dry-run -Werror $(git ls-files '*.c' '*.cpp' '*.h')
 run "$PYTHON" -m ruff check python tests examples benchmarks
 run "$PYTHON" -m ruff format --check python tests examples benchmarks
 run "$PYTHON" -m pytest tests/python

@@ -16,8 +16,8 @@ namespace flagos {
 
 // A plugin that was loaded, ABI-checked, probed and initialized.
 struct Backend {
-  std::string name;     // tables.name, e.g. "host"
-  std::string path;     // the shared library it came from
+  std::string name;  // tables.name, e.g. "host"
+  std::string path;  // the shared library it came from
   flagosVendorTables tables{};
   flagosProbeInfo probe{};
   // Logical device i (what PyTorch sees) is physical device physical_ids[i]
@@ -28,7 +28,7 @@ struct Backend {
 // What happened to one candidate plugin during discovery; for backend_info()
 // and the doctor ("why was my plugin skipped?").
 struct CandidateReport {
-  std::string name;    // backend name, or the file name if it never said
+  std::string name;  // backend name, or the file name if it never said
   std::string path;
   std::string status;  // "selected", "usable", "skipped", "failed"
   std::string reason;  // empty when selected/usable
@@ -36,9 +36,9 @@ struct CandidateReport {
 };
 
 struct InitOptions {
-  std::string backend = "auto";            // "auto" or a backend name
-  std::vector<std::string> search_paths;   // folders and/or .so files, in order
-  std::string visible_devices;             // FLAGOS_VISIBLE_DEVICES, "" = all
+  std::string backend = "auto";           // "auto" or a backend name
+  std::vector<std::string> search_paths;  // folders and/or .so files, in order
+  std::string visible_devices;            // FLAGOS_VISIBLE_DEVICES, "" = all
 };
 
 // Discover, load, probe and pick a plugin; idempotent once it succeeded

@@ -41,7 +41,7 @@ typedef int32_t flagosRedOp_t;
  * allows it. Every member is required when the table is present, except
  * allToAll. */
 typedef struct flagosCollectiveTable {
-  uint32_t struct_size;  /**< sizeof(flagosCollectiveTable) as built. */
+  uint32_t struct_size; /**< sizeof(flagosCollectiveTable) as built. */
 
   /** Library name reported to users ("nccl", "shm-ring", ...). */
   const char* library_name;
@@ -73,9 +73,9 @@ typedef struct flagosCollectiveTable {
                               flagosStream_t stream);
 
   /** Reduction whose result lands on @p root only. */
-  flagosStatus_t (*reduce)(const void* sendbuf, void* recvbuf, uint64_t count,
-                           flagosDtype_t dtype, flagosRedOp_t op, int32_t root,
-                           flagosComm_t comm, flagosStream_t stream);
+  flagosStatus_t (*reduce)(const void* sendbuf, void* recvbuf, uint64_t count, flagosDtype_t dtype,
+                           flagosRedOp_t op, int32_t root, flagosComm_t comm,
+                           flagosStream_t stream);
 
   /** Gather @p sendcount elements from each rank into recvbuf, rank-major. */
   flagosStatus_t (*allGather)(const void* sendbuf, void* recvbuf, uint64_t sendcount,
@@ -87,8 +87,8 @@ typedef struct flagosCollectiveTable {
                                   flagosStream_t stream);
 
   /** Point-to-point send of @p count elements to @p peer. */
-  flagosStatus_t (*send)(const void* sendbuf, uint64_t count, flagosDtype_t dtype,
-                         int32_t peer, flagosComm_t comm, flagosStream_t stream);
+  flagosStatus_t (*send)(const void* sendbuf, uint64_t count, flagosDtype_t dtype, int32_t peer,
+                         flagosComm_t comm, flagosStream_t stream);
 
   /** Point-to-point receive of @p count elements from @p peer. */
   flagosStatus_t (*recv)(void* recvbuf, uint64_t count, flagosDtype_t dtype, int32_t peer,

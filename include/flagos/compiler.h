@@ -35,13 +35,13 @@ typedef int32_t flagosArgKind_t;
 /** One kernel argument. */
 typedef struct flagosKernelArg {
   flagosArgKind_t kind;
-  uint32_t size;      /**< Bytes behind value (sizeof(void*) for DEVICE_PTR). */
-  const void* value;  /**< Read during kernelLaunch only. */
+  uint32_t size;     /**< Bytes behind value (sizeof(void*) for DEVICE_PTR). */
+  const void* value; /**< Read during kernelLaunch only. */
 } flagosKernelArg;
 
 /** The compiler table. Every member is required when the table is present. */
 typedef struct flagosCompilerTable {
-  uint32_t struct_size;  /**< sizeof(flagosCompilerTable) as built. */
+  uint32_t struct_size; /**< sizeof(flagosCompilerTable) as built. */
 
   /** Source language the generator must emit: "opencl-c", "c", "cuda-c". */
   const char* language;

@@ -17,12 +17,12 @@ extern "C" {
 /** What probe() learned about the SDK and driver. Written by the plugin;
  * the core zero-fills it and sets struct_size before the call. */
 typedef struct flagosProbeInfo {
-  uint32_t struct_size;      /**< sizeof(flagosProbeInfo) as the core knows it. */
-  int32_t device_count;      /**< Usable devices found (0 when unavailable). */
-  char sdk_name[64];         /**< e.g. "OpenCL", "CUDA", "host". NUL-terminated. */
-  char sdk_version[64];      /**< SDK/runtime version string. */
-  char driver_version[64];   /**< Driver version string ("" if none). */
-  char reason[256];          /**< Why the plugin is unusable; "" when usable. */
+  uint32_t struct_size;    /**< sizeof(flagosProbeInfo) as the core knows it. */
+  int32_t device_count;    /**< Usable devices found (0 when unavailable). */
+  char sdk_name[64];       /**< e.g. "OpenCL", "CUDA", "host". NUL-terminated. */
+  char sdk_version[64];    /**< SDK/runtime version string. */
+  char driver_version[64]; /**< Driver version string ("" if none). */
+  char reason[256];        /**< Why the plugin is unusable; "" when usable. */
   /** Rank under backend "auto" now that the devices are known, overriding
    * flagosVendorTables.priority; 0 keeps the tables' value. Lets one
    * plugin rank as an accelerator on a GPU and below the host plugin when
@@ -33,18 +33,18 @@ typedef struct flagosProbeInfo {
 /** Static properties of one physical device. The core zero-fills it and
  * sets struct_size before the call. */
 typedef struct flagosDeviceProperties {
-  uint32_t struct_size;      /**< sizeof(flagosDeviceProperties) as the core knows it. */
-  int32_t compute_units;     /**< Multiprocessors / compute units / cores. */
-  uint64_t total_memory;     /**< Bytes of device memory the plugin will hand out. */
-  int32_t capability_major;  /**< Vendor architecture version, 0 if meaningless. */
+  uint32_t struct_size;     /**< sizeof(flagosDeviceProperties) as the core knows it. */
+  int32_t compute_units;    /**< Multiprocessors / compute units / cores. */
+  uint64_t total_memory;    /**< Bytes of device memory the plugin will hand out. */
+  int32_t capability_major; /**< Vendor architecture version, 0 if meaningless. */
   int32_t capability_minor;
-  char name[256];            /**< Marketing name, NUL-terminated. */
-  char arch[64];             /**< Architecture string; part of kernel-cache keys. */
+  char name[256]; /**< Marketing name, NUL-terminated. */
+  char arch[64];  /**< Architecture string; part of kernel-cache keys. */
 } flagosDeviceProperties;
 
 /** The device table. Every member is required (non-NULL). */
 typedef struct flagosDeviceTable {
-  uint32_t struct_size;  /**< sizeof(flagosDeviceTable) as the plugin was built. */
+  uint32_t struct_size; /**< sizeof(flagosDeviceTable) as the plugin was built. */
 
   /** Is the SDK/driver present and is there at least one device?
    * Called once, before init(); must be cheap and must not allocate device

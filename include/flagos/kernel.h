@@ -22,11 +22,11 @@ extern "C" {
 
 /** A strided view of device memory (like DLPack's DLTensor). */
 typedef struct flagosTensor {
-  void* data;              /**< Device address of element (0, ..., 0), offset applied. */
-  flagosDtype_t dtype;     /**< Element type. */
-  int32_t ndim;            /**< 0 .. FLAGOS_MAX_DIMS; 0 is a scalar tensor. */
-  const int64_t* shape;    /**< ndim sizes (NULL when ndim == 0). */
-  const int64_t* strides;  /**< ndim strides in elements, may be 0 (broadcast) or negative. */
+  void* data;             /**< Device address of element (0, ..., 0), offset applied. */
+  flagosDtype_t dtype;    /**< Element type. */
+  int32_t ndim;           /**< 0 .. FLAGOS_MAX_DIMS; 0 is a scalar tensor. */
+  const int64_t* shape;   /**< ndim sizes (NULL when ndim == 0). */
+  const int64_t* strides; /**< ndim strides in elements, may be 0 (broadcast) or negative. */
 } flagosTensor;
 
 /** A scalar argument (alpha, negative_slope, dim, ...). Exactly one of the
@@ -34,7 +34,7 @@ typedef struct flagosTensor {
  * i, floating types use f). */
 typedef struct flagosScalar {
   flagosDtype_t dtype;
-  int32_t reserved;  /**< Zero. Keeps the 8-byte fields aligned. */
+  int32_t reserved; /**< Zero. Keeps the 8-byte fields aligned. */
   int64_t i;
   double f;
 } flagosScalar;
@@ -53,17 +53,17 @@ typedef flagosStatus_t (*flagosKernelFn)(flagosStream_t stream, const flagosTens
 
 /** One row of the kernel table. */
 typedef struct flagosKernelEntry {
-  const char* op_id;  /**< Semantic ID from the catalog, e.g. "relu". */
-  flagosKernelFn fn;  /**< Non-NULL. */
+  const char* op_id; /**< Semantic ID from the catalog, e.g. "relu". */
+  flagosKernelFn fn; /**< Non-NULL. */
 } flagosKernelEntry;
 
 /** The kernel table: plain data, walkable by tools (`flagos-torchfl ops`).
  * Optional as a whole (vendor tables may point to NULL): then every operator
  * goes to the generated, decomposition or host tiers. */
 typedef struct flagosKernelTable {
-  uint32_t struct_size;              /**< sizeof(flagosKernelTable) as built. */
-  int32_t num_entries;               /**< Rows in entries. */
-  const flagosKernelEntry* entries;  /**< Unsorted; IDs unique; static lifetime. */
+  uint32_t struct_size;             /**< sizeof(flagosKernelTable) as built. */
+  int32_t num_entries;              /**< Rows in entries. */
+  const flagosKernelEntry* entries; /**< Unsorted; IDs unique; static lifetime. */
 } flagosKernelTable;
 
 #ifdef __cplusplus

@@ -32,7 +32,7 @@ typedef int32_t flagosMemcpyKind_t;
  * The memory table. Members marked "optional" may be NULL; the comment says
  * what the core does instead. */
 typedef struct flagosMemoryTable {
-  uint32_t struct_size;  /**< sizeof(flagosMemoryTable) as the plugin was built. */
+  uint32_t struct_size; /**< sizeof(flagosMemoryTable) as the plugin was built. */
 
   /** Allocate @p bytes (> 0) on physical @p device; 256-byte aligned.
    * The core's caching allocator calls this rarely (it reuses blocks).
@@ -54,15 +54,15 @@ typedef struct flagosMemoryTable {
   /** Copy enqueued on @p stream; returns at once. The host buffer must stay
    * valid and unchanged until the stream passes the copy (the core keeps
    * it alive or synchronizes). */
-  flagosStatus_t (*memcpyAsync)(void* dst, const void* src, uint64_t bytes,
-                                flagosMemcpyKind_t kind, flagosStream_t stream);
+  flagosStatus_t (*memcpyAsync)(void* dst, const void* src, uint64_t bytes, flagosMemcpyKind_t kind,
+                                flagosStream_t stream);
 
   /** Fill @p count elements of @p pattern_size bytes (1, 2, 4 or 8) at
    * device address @p dst with the pattern, enqueued on @p stream.
    * Used for fill_/zero_ of contiguous tensors.
    * @returns FLAGOS_ERROR_INVALID_ARGUMENT for other pattern sizes. */
-  flagosStatus_t (*memFill)(void* dst, const void* pattern, uint32_t pattern_size,
-                            uint64_t count, flagosStream_t stream);
+  flagosStatus_t (*memFill)(void* dst, const void* pattern, uint32_t pattern_size, uint64_t count,
+                            flagosStream_t stream);
 
   /** Free and total bytes of physical @p device, as the plugin sees them. */
   flagosStatus_t (*memGetInfo)(int32_t device, uint64_t* free_bytes, uint64_t* total_bytes);

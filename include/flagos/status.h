@@ -81,7 +81,7 @@ typedef int32_t flagosDtype_t;
 #define FLAGOS_DTYPE_COMPLEX128 ((flagosDtype_t)((5 << 8) | 128))
 
 /** Size in bytes of one element of @p dtype (bits / 8). */
-#define FLAGOS_DTYPE_SIZE(dtype) ((size_t)(((dtype) & 0xff) / 8))
+#define FLAGOS_DTYPE_SIZE(dtype) ((size_t)(((dtype)&0xff) / 8))
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -28,7 +28,7 @@ typedef struct flagosEvent_st* flagosEvent_t;
 /** The stream and event table. Every member is required (non-NULL). All
  * members are thread-safe; handles may be used from any thread. */
 typedef struct flagosStreamTable {
-  uint32_t struct_size;  /**< sizeof(flagosStreamTable) as the plugin was built. */
+  uint32_t struct_size; /**< sizeof(flagosStreamTable) as the plugin was built. */
 
   /** Create a stream on physical @p device.
    * @param priority 0 = normal; negative = higher priority (a hint).

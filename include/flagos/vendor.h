@@ -71,9 +71,9 @@ extern "C" {
 
 /** Everything a plugin provides. */
 typedef struct flagosVendorTables {
-  uint32_t struct_size;  /**< sizeof(flagosVendorTables) as the plugin was built. */
-  uint16_t abi_major;    /**< FLAGOS_ABI_VERSION_MAJOR the plugin was built with. */
-  uint16_t abi_minor;    /**< FLAGOS_ABI_VERSION_MINOR the plugin was built with. */
+  uint32_t struct_size; /**< sizeof(flagosVendorTables) as the plugin was built. */
+  uint16_t abi_major;   /**< FLAGOS_ABI_VERSION_MAJOR the plugin was built with. */
+  uint16_t abi_minor;   /**< FLAGOS_ABI_VERSION_MINOR the plugin was built with. */
 
   /** Backend name users select with FLAGOS_BACKEND ("host", "opencl",
    * "cuda"): lower-case letters, digits and '_'; static lifetime. */
@@ -90,9 +90,9 @@ typedef struct flagosVendorTables {
    * tools may use it for zero-copy inspection. */
   int32_t host_addressable;
 
-  const flagosDeviceTable* device;  /**< Required. */
-  const flagosMemoryTable* memory;  /**< Required. */
-  const flagosStreamTable* stream;  /**< Required. */
+  const flagosDeviceTable* device; /**< Required. */
+  const flagosMemoryTable* memory; /**< Required. */
+  const flagosStreamTable* stream; /**< Required. */
   /** Optional (NULL: no native kernels; every operator takes the generated,
    * decomposition or host tier). */
   const flagosKernelTable* kernels;
@@ -110,8 +110,7 @@ typedef struct flagosVendorTables {
  * zero-filled @p tables with struct_size set; the plugin fills it.
  * @returns FLAGOS_SUCCESS; FLAGOS_ERROR_ABI_MISMATCH if the plugin cannot
  *          serve @p core_abi_major. Must not touch the SDK (probe does). */
-typedef flagosStatus_t (*flagosVendorGetTablesFn)(uint16_t core_abi_major,
-                                                  uint16_t core_abi_minor,
+typedef flagosStatus_t (*flagosVendorGetTablesFn)(uint16_t core_abi_major, uint16_t core_abi_minor,
                                                   flagosVendorTables* tables);
 
 /** Declaration of the entry point a plugin defines (C linkage, exported). */

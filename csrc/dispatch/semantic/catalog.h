@@ -14,8 +14,17 @@
 namespace flagos::semantic {
 
 enum class Family : uint8_t {
-  Pointwise, Reduction, Normalization, Gemm, Convolution, Pooling,
-  Index, Shape, Random, Loss, Optimizer,
+  Pointwise,
+  Reduction,
+  Normalization,
+  Gemm,
+  Convolution,
+  Pooling,
+  Index,
+  Shape,
+  Random,
+  Loss,
+  Optimizer,
 };
 
 // How a schema argument becomes flagosScalar values (catalog `scalars`).

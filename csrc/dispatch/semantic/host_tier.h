@@ -13,7 +13,7 @@ namespace flagos::semantic {
 // out-of-tree devices, e.g. convolution_overrideable -> convolution).
 // `mutated` lists the (schema) argument indices the op writes although its
 // schema does not mark them (a!): staged on the host and copied back.
-void runOnHost(const c10::OperatorHandle& op, const char* host_op,
-               c10::ArrayRef<int> mutated, torch::jit::Stack* stack);
+void runOnHost(const c10::OperatorHandle& op, const char* host_op, c10::ArrayRef<int> mutated,
+               torch::jit::Stack* stack);
 
 }  // namespace flagos::semantic
