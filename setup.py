@@ -36,6 +36,8 @@ class CMakeBuild(build_ext):
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DFLAGOS_PY_OUTPUT_DIR={out_dir}",
             f"-DFLAGOS_BUILD_TESTS={os.environ.get('FLAGOS_BUILD_TESTS', 'ON')}",
+            # Explicit, so an old build folder's cached value cannot linger.
+            f"-DFLAGOS_ENABLE_CATALOG={os.environ.get('FLAGOS_ENABLE_CATALOG', 'ON')}",
         ]
         subprocess.check_call(cfg)
         subprocess.check_call(["cmake", "--build", str(build_dir), "-j", jobs])
