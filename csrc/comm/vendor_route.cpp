@@ -28,6 +28,7 @@
 
 #include "comm/comm.h"
 #include "runtime/backend.h"
+#include "runtime/dtype.h"
 #include "runtime/stream.h"
 
 namespace flagos::comm {
@@ -52,39 +53,8 @@ const char* statusName(flagosStatus_t status) {
   }
 }
 
-std::optional<flagosDtype_t> vendorDtype(at::ScalarType type) {
-  switch (type) {
-    case at::kBool:
-      return FLAGOS_DTYPE_BOOL;
-    case at::kByte:
-      return FLAGOS_DTYPE_UINT8;
-    case at::kChar:
-      return FLAGOS_DTYPE_INT8;
-    case at::kShort:
-      return FLAGOS_DTYPE_INT16;
-    case at::kInt:
-      return FLAGOS_DTYPE_INT32;
-    case at::kLong:
-      return FLAGOS_DTYPE_INT64;
-    case at::kHalf:
-      return FLAGOS_DTYPE_FLOAT16;
-    case at::kBFloat16:
-      return FLAGOS_DTYPE_BFLOAT16;
-    case at::kFloat:
-      return FLAGOS_DTYPE_FLOAT32;
-    case at::kDouble:
-      return FLAGOS_DTYPE_FLOAT64;
-    case at::kComplexFloat:
-      return FLAGOS_DTYPE_COMPLEX64;
-    case at::kComplexDouble:
-      return FLAGOS_DTYPE_COMPLEX128;
-    default:
-      return std::nullopt;
-  }
-}
-
 flagosDtype_t dtypeOf(const at::Tensor& t) {
-  auto dtype = vendorDtype(t.scalar_type());
+  auto dtype = toVendorDtype(t.scalar_type());
   if (!dtype) {
     throw CommFailure(std::string("the vendor route cannot move ") +
                       c10::toString(t.scalar_type()) + " tensors (set FLAGOS_COMM=host)");

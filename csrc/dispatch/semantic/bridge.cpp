@@ -67,6 +67,7 @@
 #include "dispatch/semantic/catalog.h"
 #include "dispatch/semantic/host_tier.h"
 #include "runtime/backend.h"
+#include "runtime/dtype.h"
 #include "runtime/stream.h"
 
 namespace flagos::semantic {
@@ -107,37 +108,6 @@ class KernelIndex {
   }
   std::unordered_map<std::string, flagosKernelFn> fns_;
 };
-
-flagosDtype_t toFlagosDtype(at::ScalarType t) {
-  switch (t) {
-    case at::kBool:
-      return FLAGOS_DTYPE_BOOL;
-    case at::kByte:
-      return FLAGOS_DTYPE_UINT8;
-    case at::kChar:
-      return FLAGOS_DTYPE_INT8;
-    case at::kShort:
-      return FLAGOS_DTYPE_INT16;
-    case at::kInt:
-      return FLAGOS_DTYPE_INT32;
-    case at::kLong:
-      return FLAGOS_DTYPE_INT64;
-    case at::kHalf:
-      return FLAGOS_DTYPE_FLOAT16;
-    case at::kBFloat16:
-      return FLAGOS_DTYPE_BFLOAT16;
-    case at::kFloat:
-      return FLAGOS_DTYPE_FLOAT32;
-    case at::kDouble:
-      return FLAGOS_DTYPE_FLOAT64;
-    case at::kComplexFloat:
-      return FLAGOS_DTYPE_COMPLEX64;
-    case at::kComplexDouble:
-      return FLAGOS_DTYPE_COMPLEX128;
-    default:
-      return 0;
-  }
-}
 
 // ------------------------------------------------------- schema analysis ---
 
@@ -321,8 +291,9 @@ class SemanticKernel final : public c10::OperatorKernel {
     }
     const int64_t nd = t.dim();
     if (nd > FLAGOS_MAX_DIMS) return false;
-    d.dtype = toFlagosDtype(t.scalar_type());
-    if (d.dtype == 0) return false;
+    const auto dtype = toVendorDtype(t.scalar_type());
+    if (!dtype) return false;
+    d.dtype = *dtype;
     for (int64_t i = 0; i < nd; ++i) {
       s.shape[i] = t.size(i);
       s.strides[i] = t.stride(i);
@@ -386,9 +357,9 @@ class SemanticKernel final : public c10::OperatorKernel {
         if (v.isNone()) {
           out.push_back(s);
         } else if (scalars_[k].is_scalar_type) {
-          flagosDtype_t dt = toFlagosDtype(static_cast<at::ScalarType>(v.toInt()));
-          if (dt == 0) return false;
-          pushInt(dt);
+          const auto dt = toVendorDtype(static_cast<at::ScalarType>(v.toInt()));
+          if (!dt) return false;
+          pushInt(*dt);
         } else if (v.isDouble()) {
           s.dtype = FLAGOS_DTYPE_FLOAT64;
           s.f = v.toDouble();
