@@ -187,6 +187,13 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "setup.py",
         "`OFF` skips building the C++ tests and test plugins.",
     ),
+    EnvVar(
+        "FLAGOS_ENABLE_CATALOG",
+        "ON",
+        "setup.py",
+        "`OFF` builds a core without the operator catalog: every non-core operator takes the "
+        "host fallback (for bringing up a new plugin).",
+    ),
 )
 
 _BY_NAME = {var.name: var for var in ENV_VARS}
