@@ -37,6 +37,17 @@ void checkDtype(const char* call, const at::Tensor& a, const at::Tensor& b) {
               a.scalar_type(), " and ", b.scalar_type(), ")");
 }
 
+// An input and an output of one operation: both dense flagos tensors on
+// `device`, of one dtype.
+void checkPair(const char* call, c10::DeviceIndex device, const at::Tensor& input,
+               const at::Tensor& output) {
+  checkTensor(call, "input", input);
+  checkTensor(call, "output", output);
+  checkSameDevice(call, device, input);
+  checkSameDevice(call, device, output);
+  checkDtype(call, input, output);
+}
+
 at::Tensor& single(const char* call, std::vector<at::Tensor>& tensors) {
   TORCH_CHECK(tensors.size() == 1, "fccl ", call,
               ": expects exactly one tensor per process (one device per rank), got ",
@@ -232,11 +243,7 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::allgather_into_tensor_coalesced(
   c10::DeviceGuard guard(inputs[0].device());
   auto task = newTask(name, device);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    checkTensor(name, "input", inputs[i]);
-    checkTensor(name, "output", outputs[i]);
-    checkSameDevice(name, device, inputs[i]);
-    checkSameDevice(name, device, outputs[i]);
-    checkDtype(name, inputs[i], outputs[i]);
+    checkPair(name, device, inputs[i], outputs[i]);
     TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_, "fccl ", name, ": the output has ",
                 outputs[i].numel(), " elements, expected ", size_, " x ", inputs[i].numel());
     Op o;
@@ -382,11 +389,7 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::reduce_scatter_tensor_coalesced(
   c10::DeviceGuard guard(inputs[0].device());
   auto task = newTask(name, device);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    checkTensor(name, "input", inputs[i]);
-    checkTensor(name, "output", outputs[i]);
-    checkSameDevice(name, device, inputs[i]);
-    checkSameDevice(name, device, outputs[i]);
-    checkDtype(name, inputs[i], outputs[i]);
+    checkPair(name, device, inputs[i], outputs[i]);
     TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_, "fccl ", name, ": the input has ",
                 inputs[i].numel(), " elements, expected ", size_, " x ", outputs[i].numel());
     Op o;
@@ -409,9 +412,7 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::alltoall_base(at::Tensor& output, at
                                                           const c10d::AllToAllOptions& opts) {
   const char* name = "all_to_all_single";
   const c10::DeviceIndex device = checkTensor(name, "input", input);
-  checkTensor(name, "output", output);
-  checkSameDevice(name, device, output);
-  checkDtype(name, input, output);
+  checkPair(name, device, input, output);
   // Split sizes count rows of dim 0; turn them into element counts.
   auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* what) {
     const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
