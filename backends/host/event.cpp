@@ -90,7 +90,8 @@ flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept 
     }
     auto marker = std::make_shared<Marker>();
     const bool timing = (event->flags & FLAGOS_EVENT_TIMING) != 0;
-    stream->enqueue([marker, timing] { marker->complete(timing); });
+    // Cost 0: on an idle stream the marker completes now (Note [Inline execution]).
+    stream->enqueue([marker, timing] { marker->complete(timing); }, 0);
     std::lock_guard<std::mutex> lock(event->mu);
     event->last = std::move(marker);
     return FLAGOS_SUCCESS;
@@ -146,7 +147,7 @@ flagosStatus_t streamWaitEvent(flagosStream_t stream, flagosEvent_t event) noexc
     }
     auto marker = lastMarker(event);
     if (marker == nullptr || marker->done()) return FLAGOS_SUCCESS;  // nothing to wait for
-    stream->enqueue([marker] { marker->wait(); });
+    stream->enqueue([marker] { marker->wait(); });                   // never inline: it blocks
     return FLAGOS_SUCCESS;
   });
 }

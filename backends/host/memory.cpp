@@ -104,7 +104,8 @@ flagosStatus_t copyAsync(void* dst, const void* src, uint64_t bytes, flagosMemcp
     if (!validStream("memcpyAsync", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
     if (bytes == 0) return FLAGOS_SUCCESS;
     if (!checkCopy("memcpyAsync", dst, src, bytes, kind)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    stream->enqueue([=] { copyBytes(dst, src, bytes, kind); });
+    const int64_t cost = bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
+    stream->enqueue([=] { copyBytes(dst, src, bytes, kind); }, cost);  // Note [Inline execution]
     return FLAGOS_SUCCESS;
   });
 }
@@ -127,7 +128,10 @@ flagosStatus_t fill(void* dst, const void* pattern, uint32_t pattern_size, uint6
     }
     char value[8];  // copied now: the caller's pattern may be gone when the task runs
     std::memcpy(value, pattern, pattern_size);
-    stream->enqueue([=] { fillPattern(static_cast<char*>(dst), value, pattern_size, count); });
+    const uint64_t bytes = count * pattern_size;  // no overflow: checked above
+    const int64_t cost = bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
+    stream->enqueue([=] { fillPattern(static_cast<char*>(dst), value, pattern_size, count); },
+                    cost);  // Note [Inline execution]
     return FLAGOS_SUCCESS;
   });
 }

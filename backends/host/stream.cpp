@@ -1,7 +1,8 @@
 // Streams: one worker thread per stream runs the stream's queued work (async
 // copies, fills, event records, waits on events) strictly in order, while the
-// caller returns at once. A real device's stream would be a queue in its SDK;
-// the contract (stream.h) is the same.
+// caller returns at once; small work on an idle stream runs on the caller
+// (Note [Inline execution]). A real device's stream would be a queue in its
+// SDK; the contract (stream.h) is the same.
 #include <algorithm>
 #include <cstring>
 #include <system_error>
@@ -23,46 +24,85 @@ flagosStream_st::~flagosStream_st() {
   magic = 0;  // a later call with this handle fails validStream (usually)
 }
 
-void flagosStream_st::enqueue(Task task) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+// Note [Inline execution]
+// Handing a task to the worker costs a condition-variable wake-up (a futex
+// syscall here, a context switch there: 3-5 us on an idle machine, tens of
+// us on a loaded one) and makes the worker free memory the caller allocated
+// (malloc arena lock contention). For a tiny kernel that is many times its
+// own run time. So enqueue() runs a task at once on the calling thread when
+// the stream is idle (nothing queued, nothing running) and the task is
+// small (0 <= cost <= kInlineMaxCost, host.h):
+//  - Order: nothing is ahead of it, and busy_ keeps the worker from starting
+//    a task that another thread queues meanwhile (queued tasks wait; the
+//    worker is woken when the inline task ends).
+//  - Results: execute() records completion and errors exactly as for the
+//    worker, so a failed task (TaskError or any exception) is still the
+//    stream's asynchronous error, reported once by the next
+//    synchronize/query; enqueued_/completed_ count it, so a synchronize on
+//    another thread waits for it.
+//  - Events: a record on an idle stream completes (and timestamps) its
+//    marker at once, which is when the stream reaches it.
+// Only small work: a large kernel inline would block the caller (Python)
+// for its whole run and lose the overlap of the caller queuing ahead while
+// the device computes, and the hop is noise next to it. Tasks that may
+// block (waits on events, collectives) pass kNeverInline, the default.
+void flagosStream_st::enqueue(Task task, int64_t cost) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (cost < 0 || cost > flagos_host::kInlineMaxCost || busy_ || !queue_.empty() || stop_) {
     queue_.push_back(std::move(task));
     ++enqueued_;
+    lock.unlock();
+    work_cv_.notify_one();
+    return;
   }
-  work_cv_.notify_one();
+  ++enqueued_;
+  busy_ = true;  // the worker starts nothing while this runs
+  execute(task, lock);
+  const bool more = !queue_.empty();  // queued by other threads meanwhile
+  lock.unlock();
+  if (more) work_cv_.notify_one();
 }
 
 void flagosStream_st::run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    work_cv_.wait(lock, [this] { return !busy_ && (stop_ || !queue_.empty()); });
     if (queue_.empty()) return;  // stop_ and drained
     Task task = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
-    // See Note [ABI boundary]: an exception must not escape the thread
-    // (std::terminate); it becomes the stream's asynchronous error.
-    std::string error;
-    flagosStatus_t status = FLAGOS_ERROR_INTERNAL;
-    try {
-      task();
-    } catch (const flagos_host::TaskError& e) {
-      status = e.status();
-      error = e.what();
-    } catch (const std::exception& e) {
-      error = e.what();
-    } catch (...) {
-      error = "unknown exception";
-    }
-    task = nullptr;  // release captures (markers, ...) before reporting done
-    lock.lock();
-    if (!error.empty() && error_ == FLAGOS_SUCCESS) {
-      error_ = status;
-      error_message_ = std::move(error);
-    }
-    ++completed_;
-    done_cv_.notify_all();
+    busy_ = true;
+    execute(task, lock);
   }
+}
+
+void flagosStream_st::execute(Task& task, std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  // See Note [ABI boundary]: an exception must not escape the thread
+  // (std::terminate) or reach the C caller; it becomes the stream's
+  // asynchronous error.
+  std::string error;
+  flagosStatus_t status = FLAGOS_SUCCESS;
+  try {
+    task();
+  } catch (const flagos_host::TaskError& e) {
+    status = e.status();
+    error = e.what();
+  } catch (const std::exception& e) {
+    status = FLAGOS_ERROR_INTERNAL;
+    error = e.what();
+  } catch (...) {
+    status = FLAGOS_ERROR_INTERNAL;
+    error = "unknown exception";
+  }
+  task = nullptr;  // release captures (markers, ...) before reporting done
+  lock.lock();
+  if (status != FLAGOS_SUCCESS && error_ == FLAGOS_SUCCESS) {
+    error_ = status;
+    error_message_ = std::move(error);
+  }
+  ++completed_;
+  busy_ = false;
+  done_cv_.notify_all();
 }
 
 flagosStatus_t flagosStream_st::synchronize() {

@@ -1,6 +1,7 @@
 // Descriptor copies, stream submission and the kernel thread pool.
 #include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -10,7 +11,24 @@
 
 namespace flagos_host::kernels {
 
+namespace {
+// Bytes of the tensors copyTensor saw on this thread since the last submit:
+// the default cost of the next task (Note [Inline execution], ../stream.cpp).
+// A kernel that copies and then declines leaves a stale count; that only
+// makes the next task look larger (queued rather than inline), never unsafe.
+thread_local int64_t t_bytes = 0;
+
+void countBytes(const flagosTensor& t) {
+  if (t.data == nullptr || t.ndim < 0 || t.ndim > FLAGOS_MAX_DIMS) return;
+  int64_t n = static_cast<int64_t>(FLAGOS_DTYPE_SIZE(t.dtype));
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.shape[i] < 0 || __builtin_mul_overflow(n, t.shape[i], &n)) n = INT64_MAX / 2;
+  t_bytes = n > INT64_MAX / 2 - t_bytes ? INT64_MAX / 2 : t_bytes + n;
+}
+}  // namespace
+
 Tensor copyTensor(const flagosTensor& t) {
+  countBytes(t);
   Tensor r;
   r.data = static_cast<char*>(t.data);
   r.dtype = t.dtype;
@@ -22,9 +40,11 @@ Tensor copyTensor(const flagosTensor& t) {
   return r;
 }
 
-flagosStatus_t submit(flagosStream_t stream, std::function<void()> work) {
+flagosStatus_t submit(flagosStream_t stream, std::function<void()> work, int64_t cost) {
+  const int64_t bytes = t_bytes;
+  t_bytes = 0;
   if (!validStream("kernel", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-  stream->enqueue(std::move(work));
+  stream->enqueue(std::move(work), cost >= 0 ? cost : bytes);
   return FLAGOS_SUCCESS;
 }
 

@@ -144,26 +144,32 @@ flagosStatus_t gemmKernel(flagosStream_t stream, const flagosTensor* o, int32_t 
   if (kWithSelf && !selfBroadcasts(self, out)) return FLAGOS_ERROR_NOT_SUPPORTED;
   const double beta = kWithSelf ? scalarAs<double>(sc[0], 1.0) : 0.0;
   const double alpha = kWithSelf ? scalarAs<double>(sc[1], 1.0) : 1.0;
-  return submit(stream, [out, a, b, self, beta, alpha, dt] {
-    auto run = [&](auto tag) {
-      using T = decltype(tag);
-      T eff_beta = static_cast<T>(beta);
-      if (kWithSelf && beta != 0.0 && !sameLayout(self, out)) broadcastInto<T>(self, out);
-      if (!kWithSelf) eff_beta = 0;
-      const int64_t batches = kRank == 3 ? out.shape[0] : 1;
-      for (int64_t i = 0; i < batches; ++i) {
-        const int64_t esz = sizeof(T);
-        const int64_t oa = kRank == 3 ? i * a.strides[0] * esz : 0;
-        const int64_t ob = kRank == 3 ? i * b.strides[0] * esz : 0;
-        const int64_t oc = kRank == 3 ? i * out.strides[0] * esz : 0;
-        matmul<T>(matOf(a, oa), matOf(b, ob), matOf(out, oc), static_cast<T>(alpha), eff_beta);
-      }
-    };
-    if (dt == FLAGOS_DTYPE_FLOAT32)
-      run(float{});
-    else
-      run(double{});
-  });
+  // Cost (Note [Inline execution]): multiply-adds, not bytes; saturated.
+  const double fma = static_cast<double>(out.numel()) * static_cast<double>(a.shape[kRank - 1]);
+  const int64_t cost = fma < 1e15 ? static_cast<int64_t>(fma) : INT64_MAX;
+  return submit(
+      stream,
+      [out, a, b, self, beta, alpha, dt] {
+        auto run = [&](auto tag) {
+          using T = decltype(tag);
+          T eff_beta = static_cast<T>(beta);
+          if (kWithSelf && beta != 0.0 && !sameLayout(self, out)) broadcastInto<T>(self, out);
+          if (!kWithSelf) eff_beta = 0;
+          const int64_t batches = kRank == 3 ? out.shape[0] : 1;
+          for (int64_t i = 0; i < batches; ++i) {
+            const int64_t esz = sizeof(T);
+            const int64_t oa = kRank == 3 ? i * a.strides[0] * esz : 0;
+            const int64_t ob = kRank == 3 ? i * b.strides[0] * esz : 0;
+            const int64_t oc = kRank == 3 ? i * out.strides[0] * esz : 0;
+            matmul<T>(matOf(a, oa), matOf(b, ob), matOf(out, oc), static_cast<T>(alpha), eff_beta);
+          }
+        };
+        if (dt == FLAGOS_DTYPE_FLOAT32)
+          run(float{});
+        else
+          run(double{});
+      },
+      cost);
 }
 
 }  // namespace

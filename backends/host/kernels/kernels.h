@@ -73,8 +73,11 @@ struct Tensor {
 Tensor copyTensor(const flagosTensor& t);
 
 // Enqueue @p work on @p stream (see the Note above). Returns
-// FLAGOS_ERROR_INVALID_ARGUMENT for a bad handle.
-flagosStatus_t submit(flagosStream_t stream, std::function<void()> work);
+// FLAGOS_ERROR_INVALID_ARGUMENT for a bad handle. An idle stream runs small
+// work at once on the caller (Note [Inline execution], ../stream.cpp); the
+// size is @p cost if >= 0, else the bytes of the tensors copyTensor copied
+// since the last submit on this thread.
+flagosStatus_t submit(flagosStream_t stream, std::function<void()> work, int64_t cost = -1);
 
 // Runs body(begin, end) over [0, n) in chunks of at least @p grain on the
 // kernel thread pool (and the calling thread). Serial below 2 * grain.
