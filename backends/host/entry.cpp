@@ -28,7 +28,7 @@ flagosVendorTables makeTables() {
   t.memory = memoryTable();
   t.stream = streamTable();
   t.kernels = flagos_host_kernel_table();  // OpenBLAS GEMM, pointwise, reductions
-  t.compiler = nullptr;                    // no runtime compiler yet: no generated tier
+  t.compiler = compilerTable();            // "c": generated kernels via the system cc
   // host-shm: one rank per process of this machine (collectives.cpp)
   t.collectives = coll::collectiveTable();
   t.getLastError = getLastError;

@@ -10,6 +10,7 @@
 //   memory.cpp  memory table: malloc/free, copies, fill, pinned host memory
 //   stream.cpp  streams: one worker thread each
 //   event.cpp   events: markers the stream workers complete
+//   compiler.cpp compiler table: C source -> cc -> dlopen, launches
 #pragma once
 
 #include <atomic>
@@ -127,6 +128,8 @@ flagosStatus_t synchronizeDevice(Device* device);
 const flagosDeviceTable* deviceTable();
 const flagosMemoryTable* memoryTable();
 const flagosStreamTable* streamTable();
+// Language "c" through the system C compiler (compiler.cpp).
+const flagosCompilerTable* compilerTable();
 
 // Event members of the stream table, defined in event.cpp.
 flagosStatus_t eventCreate(int32_t device, uint32_t flags, flagosEvent_t* event) noexcept;
@@ -145,20 +148,34 @@ constexpr uint32_t kEventMagic = 0x4556544eu;   // "EVTN"
 // Checks a stream handle passed to @p call; records the message on failure.
 bool validStream(const char* call, flagosStream_t stream) noexcept;
 
+// ------------------------------------------------------ inline execution ---
+// See Note [Inline execution] in stream.cpp. A task's cost is an estimate of
+// its work in bytes touched (kernels: the tensors' bytes; gemm: M*N*K).
+
+// The cost of a task that must never run on the caller (a wait on an event,
+// a collective that blocks on other ranks): the stream's default.
+constexpr int64_t kNeverInline = -1;
+// The largest cost run inline on an idle stream: about 2-4 us of kernel
+// time, the same order as the hand-off to the worker it saves.
+constexpr int64_t kInlineMaxCost = 64 * 1024;
+
 }  // namespace flagos_host
 
 // ------------------------------------------------------ opaque handles ---
 // The C headers declare these structs; only the plugin defines them.
 
-// A stream: a FIFO of work run in order by one worker thread.
+// A stream: a FIFO of work run in order by one worker thread (small work on
+// an idle stream runs on the caller: Note [Inline execution]).
 struct flagosStream_st {
   using Task = std::function<void()>;
 
   explicit flagosStream_st(int32_t device);
   ~flagosStream_st();  // drains the queue and joins the worker
 
-  // Appends @p task; the worker runs it after everything queued before.
-  void enqueue(Task task);
+  // Appends @p task; the worker runs it after everything queued before. If
+  // the stream is idle and 0 <= cost <= kInlineMaxCost, runs it at once on
+  // the calling thread instead (Note [Inline execution]).
+  void enqueue(Task task, int64_t cost = flagos_host::kNeverInline);
   // Blocks until the work queued before this call is done.
   flagosStatus_t synchronize();
   // SUCCESS when idle, NOT_READY while work is pending.
@@ -168,7 +185,9 @@ struct flagosStream_st {
   const int32_t device;
 
  private:
-  void run();                  // the worker's loop
+  void run();  // the worker's loop
+  // Runs @p task with @p lock (on mu_) released, then records its end.
+  void execute(Task& task, std::unique_lock<std::mutex>& lock);
   flagosStatus_t takeError();  // reports a failed task once; mu_ held
 
   std::mutex mu_;
@@ -178,6 +197,7 @@ struct flagosStream_st {
   uint64_t enqueued_ = 0;   // tasks ever queued
   uint64_t completed_ = 0;  // tasks ever finished
   bool stop_ = false;
+  bool busy_ = false;                      // a task is running (on the worker or inline)
   flagosStatus_t error_ = FLAGOS_SUCCESS;  // first failed task, until reported
   std::string error_message_;
   std::thread worker_;  // last: started once the members above exist

@@ -27,10 +27,31 @@ typedef int32_t flagosArgKind_t;
  *  - "opencl-c": TWO kernel parameters, `__global T* base, ulong offset`
  *    (OpenCL 1.2 cannot pass a pointer into the middle of a cl_mem; the
  *    plugin translates the address to buffer + byte offset);
- *  - "c", "cuda-c": one pointer parameter holding the address as is. */
+ *  - "c": args[k] points to a void* holding the address as is (see
+ *    Note [Language "c"] below); NULL stays NULL;
+ *  - "cuda-c": one pointer parameter holding the address as is. */
 #define FLAGOS_ARG_DEVICE_PTR ((flagosArgKind_t)1)
 /** value points to `size` bytes passed by value (ints, floats, structs). */
 #define FLAGOS_ARG_BYTES ((flagosArgKind_t)2)
+
+/* Note [Language "c"]
+ * The source is one C99 translation unit that includes what it uses
+ * (<stdint.h>, <math.h>; libm is linked). A kernel is a function with
+ * external linkage:
+ *
+ *     void NAME(void* const* args, uint64_t begin, uint64_t end);
+ *
+ * computing work items [begin, end) of global[0]; the plugin splits the
+ * launch across its threads, calling NAME concurrently on disjoint ranges
+ * (local[0], when given, is the smallest range, not a work-group: there
+ * are no barriers). args[k] points to a copy of the k-th flagosKernelArg's
+ * value, owned by the plugin, valid while the kernel runs and aligned for
+ * any type: for FLAGOS_ARG_DEVICE_PTR a void*
+ * holding the device address (`*(float* const*)args[k]`), for
+ * FLAGOS_ARG_BYTES the `size` bytes (`*(const int64_t*)args[k]`). When the
+ * source also defines `const int NAME_num_args = N;`, kernelLaunch returns
+ * FLAGOS_ERROR_INVALID_ARGUMENT unless num_args == N. work_dim must be 1
+ * (else FLAGOS_ERROR_NOT_SUPPORTED). */
 
 /** One kernel argument. */
 typedef struct flagosKernelArg {
