@@ -41,7 +41,11 @@ flagosVendorTables makeTables() {
   t.device = deviceTable();
   t.memory = memoryTable();
   t.stream = streamTable();
-  t.kernels = nullptr;  // no native kernels yet: every op takes a later tier
+#ifdef FLAGOS_OPENCL_HAVE_CLBLAST
+  t.kernels = kernelTable();  // GEMM/GEMV; every other op takes a later tier
+#else
+  t.kernels = nullptr;  // built without CLBlast: every op takes a later tier
+#endif
   t.compiler = compilerTable();
   t.collectives = nullptr;  // collectives go through the host (gloo)
   t.getLastError = getLastError;

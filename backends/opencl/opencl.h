@@ -13,6 +13,7 @@
 //   event.cpp          events: marker commands
 //   compiler.cpp       compiler table: OpenCL C programs and their binaries
 //   launch.cpp         compiler table: kernel launches
+//   kernels/           kernel table: CLBlast GEMM/GEMV (kernels/blas.h)
 #pragma once
 
 #ifndef CL_TARGET_OPENCL_VERSION
@@ -128,6 +129,10 @@ struct Device {
   std::mutex streams_mutex;
   std::vector<flagosStream_t> streams;
 
+  // State of the native kernels (kernels/helpers.cpp), made on first use.
+  std::mutex kernels_mutex;
+  std::shared_ptr<void> kernels_state;
+
   ~Device();  // releases what init() created
 };
 
@@ -181,6 +186,8 @@ const flagosDeviceTable* deviceTable();
 const flagosMemoryTable* memoryTable();
 const flagosStreamTable* streamTable();
 const flagosCompilerTable* compilerTable();
+// CLBlast GEMM/GEMV kernels (kernels/); only with FLAGOS_OPENCL_HAVE_CLBLAST.
+const flagosKernelTable* kernelTable();
 
 // Event members of the stream table, defined in event.cpp.
 flagosStatus_t eventCreate(int32_t device, uint32_t flags, flagosEvent_t* event) noexcept;

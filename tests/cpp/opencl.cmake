@@ -73,3 +73,26 @@ set_tests_properties(opencl_plugin_memory_limit PROPERTIES
 add_test(NAME opencl_plugin_exports
   COMMAND ${CMAKE_COMMAND} -DNM=${CMAKE_NM} -DLIBRARY=$<TARGET_FILE:flagos_opencl_plugin>
           -P ${CMAKE_CURRENT_SOURCE_DIR}/check_exports.cmake)
+
+# --- its CLBlast kernel table (backends/opencl/kernels/) --------------------
+add_executable(opencl_kernels_test conformance_main.cpp opencl_kernels_test.cpp)
+target_include_directories(opencl_kernels_test PRIVATE ${CMAKE_SOURCE_DIR}/include)
+target_compile_definitions(opencl_kernels_test PRIVATE
+  FLAGOS_DEFAULT_CONFORMANCE_PLUGIN="$<TARGET_FILE:flagos_opencl_plugin>")
+target_compile_options(opencl_kernels_test PRIVATE -Wall -Wextra)
+target_link_libraries(opencl_kernels_test PRIVATE GTest::gtest Threads::Threads ${CMAKE_DL_LIBS})
+add_dependencies(opencl_kernels_test flagos_opencl_plugin)
+add_test(NAME opencl_kernels COMMAND opencl_kernels_test)
+set_tests_properties(opencl_kernels PROPERTIES
+  ENVIRONMENT_MODIFICATION "${_opencl_defaults}" SKIP_RETURN_CODE 77)
+
+# --- benchmarks/clblast_direct: CLBlast SGEMM without flagos ----------------
+# The baseline of benchmarks/bench_gemm_opencl.py ("flagos vs direct CLBlast").
+if(FLAGOS_CLBLAST_LIBRARY AND FLAGOS_CLBLAST_INCLUDE_DIR)
+  add_executable(clblast_direct ${CMAKE_SOURCE_DIR}/benchmarks/clblast_direct.cpp)
+  target_compile_definitions(clblast_direct PRIVATE CL_TARGET_OPENCL_VERSION=120)
+  target_include_directories(clblast_direct PRIVATE ${FLAGOS_CLBLAST_INCLUDE_DIR})
+  target_link_libraries(clblast_direct PRIVATE ${FLAGOS_CLBLAST_LIBRARY} OpenCL::OpenCL)
+  set_target_properties(clblast_direct PROPERTIES
+    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/benchmarks)
+endif()

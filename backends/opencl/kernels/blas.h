@@ -1,0 +1,110 @@
+// Internal header of the opencl plugin's native kernels (CLBlast GEMM/GEMV).
+//
+//   blas.h       operand views: device address -> (cl_mem, element offset)
+//                and strides -> CLBlast row-major + transpose + leading dim
+//   operand.cpp  resolving tensors, scalars, CLBlast status codes
+//   helpers.cpp  a tiny OpenCL program per device: zero / broadcast-copy
+//   gemm.cpp     mm, addmm, bmm, baddbmm
+//   gemv.cpp     mv, addmv, dot
+//   table.cpp    the flagosKernelTable
+//
+// Every kernel checks everything first and returns NOT_SUPPORTED before it
+// enqueues anything, so the core's next tier starts from untouched outputs.
+#pragma once
+
+#include <clblast_c.h>
+
+#include <cstdint>
+
+#include "../opencl.h"
+#include "flagos/kernel.h"
+
+namespace flagos_opencl::kernels {
+
+// A tensor resolved to its buffer; offset and strides in elements.
+struct Operand {
+  cl_mem buffer = nullptr;
+  size_t offset = 0;
+  int32_t ndim = 0;
+  int64_t shape[3] = {1, 1, 1};
+  int64_t strides[3] = {0, 0, 0};
+};
+
+// Result of resolving: ok, or the status the kernel returns at once.
+struct Resolved {
+  flagosStatus_t status = FLAGOS_SUCCESS;
+  bool ok() const { return status == FLAGOS_SUCCESS; }
+};
+
+// Resolves @p t (rank <= 3, non-negative strides on dims of size > 1,
+// element-aligned) on @p stream's device. NOT_SUPPORTED for layouts CLBlast
+// cannot take; INVALID_ARGUMENT (message recorded) for a foreign address.
+Resolved resolveOperand(const char* op, flagosStream_t stream, const flagosTensor& t, Operand* out);
+
+// One matrix of an operand (its last two dims) as CLBlast reads it: a
+// row-major matrix, transposed or not, with a leading dimension.
+struct MatView {
+  int64_t rows = 0, cols = 0;  // logical (after the transpose)
+  int64_t rs = 0, cs = 0;      // element strides
+  bool trans = false;          // stored as a cols x rows row-major matrix
+  size_t ld = 1;
+};
+
+// The logical matrix of the last two dims of @p op.
+MatView matrixOf(const Operand& op);
+// Decides trans/ld; false when neither stride is usable (broadcast, gaps).
+bool blasView(MatView* m);
+// The transposed matrix (rows <-> cols), for C^T = B^T A^T.
+MatView transposed(const MatView& m);
+
+inline CLBlastTranspose clTrans(bool t) {
+  return t ? CLBlastTransposeYes : CLBlastTransposeNo;
+}
+
+// flagosScalar -> double (absent: @p fallback).
+double scalarValue(const flagosScalar& s, double fallback);
+
+// Same dtype everywhere, float32 or float64 (the latter only with fp64).
+bool supportedDtype(flagosStream_t stream, flagosDtype_t dt, const flagosTensor* tensors,
+                    int32_t count);
+
+// Maps a CLBlast failure to the kernel's status (NOT_SUPPORTED for the
+// argument checks and missing features, DEVICE otherwise) with a message.
+flagosStatus_t blasFailure(const char* op, int code);
+
+// ------------------------------------------------------------- helpers ---
+
+// Per-device helper kernels (helpers.cpp), built on first use.
+struct Helpers;
+// nullptr after recording the error.
+Helpers* helpersFor(Device* device);
+bool hasFp64(Device* device);
+
+// 3-D strided region of @p dtype: shape s[3], element strides.
+struct Region {
+  cl_mem buffer;
+  size_t offset;
+  int64_t shape[3];
+  int64_t strides[3];
+};
+
+// Enqueues dst := 0, or dst := broadcast(src) (src strides 0 where it
+// broadcasts). Call inside flagosStream_st::enqueue; @p event may be NULL.
+cl_int enqueueZero(Helpers* h, cl_command_queue q, flagosDtype_t dt, const Region& dst,
+                   cl_event* event);
+cl_int enqueueExpand(Helpers* h, cl_command_queue q, flagosDtype_t dt, const Region& dst,
+                     const Region& src, cl_event* event);
+
+// Region of @p out (rank <= 3, right-aligned into 3 dims).
+Region regionOf(const Operand& out);
+// Region of @p self broadcast to @p out's shape; false if it does not broadcast.
+bool broadcastRegion(const Operand& self, const Operand& out, Region* r);
+// self and out are the same elements in the same order (in-place addmm_).
+bool sameElements(const Operand& self, const Operand& out);
+
+// ------------------------------------------------------------- entries ---
+
+void addGemmKernels(void (*add)(const char*, flagosKernelFn));
+void addGemvKernels(void (*add)(const char*, flagosKernelFn));
+
+}  // namespace flagos_opencl::kernels

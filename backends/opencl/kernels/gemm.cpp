@@ -1,0 +1,160 @@
+// mm / addmm / bmm / baddbmm on CLBlast (float32: Sgemm, float64: Dgemm;
+// batches: the strided-batched variants).
+//
+// CLBlast reads row-major matrices, each transposed or not, with a leading
+// dimension: operands with one unit stride map onto that in place; anything
+// else (broadcast, gaps in both strides, negative strides) is NOT_SUPPORTED
+// and the core takes a later tier. A column-major output is handled as
+// C^T = B^T A^T. addmm-style `self` is broadcast into the output first and
+// CLBlast's beta scales it; with beta == 0 the output is zeroed first so
+// NaN/Inf there cannot leak through 0 * NaN (torch ignores C then).
+#include <utility>
+
+#include "blas.h"
+
+namespace flagos_opencl::kernels {
+namespace {
+
+struct Gemm {
+  CLBlastTranspose ta, tb;
+  size_t m, n, k;
+  double alpha, beta;
+  cl_mem a, b, c;
+  size_t a_off, b_off, c_off, lda, ldb, ldc;
+  size_t a_stride, b_stride, c_stride, batch;  // batch strides in elements
+};
+
+CLBlastStatusCode run(const Gemm& g, float, cl_command_queue* q, cl_event* ev) {
+  const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
+  if (g.batch == 1)
+    return CLBlastSgemm(CLBlastLayoutRowMajor, g.ta, g.tb, g.m, g.n, g.k, alpha, g.a, g.a_off,
+                        g.lda, g.b, g.b_off, g.ldb, beta, g.c, g.c_off, g.ldc, q, ev);
+  return CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, g.ta, g.tb, g.m, g.n, g.k, alpha, g.a,
+                                    g.a_off, g.lda, g.a_stride, g.b, g.b_off, g.ldb, g.b_stride,
+                                    beta, g.c, g.c_off, g.ldc, g.c_stride, g.batch, q, ev);
+}
+
+CLBlastStatusCode run(const Gemm& g, double, cl_command_queue* q, cl_event* ev) {
+  if (g.batch == 1)
+    return CLBlastDgemm(CLBlastLayoutRowMajor, g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.a_off,
+                        g.lda, g.b, g.b_off, g.ldb, g.beta, g.c, g.c_off, g.ldc, q, ev);
+  return CLBlastDgemmStridedBatched(CLBlastLayoutRowMajor, g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a,
+                                    g.a_off, g.lda, g.a_stride, g.b, g.b_off, g.ldb, g.b_stride,
+                                    g.beta, g.c, g.c_off, g.ldc, g.c_stride, g.batch, q, ev);
+}
+
+template <int kRank, bool kWithSelf>
+constexpr const char* opName() {
+  return kRank == 2 ? (kWithSelf ? "addmm" : "mm") : (kWithSelf ? "baddbmm" : "bmm");
+}
+
+template <int kRank, bool kWithSelf>
+flagosStatus_t gemmBody(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                        const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
+  constexpr const char* op = opName<kRank, kWithSelf>();
+  constexpr int first = kWithSelf ? 1 : 0;
+  if (!validStream(op, stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+  if (no != 1 || ni != first + 2 || (kWithSelf && ns < 2)) return FLAGOS_ERROR_NOT_SUPPORTED;
+  const flagosDtype_t dt = o[0].dtype;
+  if (!supportedDtype(stream, dt, in, ni)) return FLAGOS_ERROR_NOT_SUPPORTED;
+  if (o[0].ndim != kRank || in[first].ndim != kRank || in[first + 1].ndim != kRank)
+    return FLAGOS_ERROR_NOT_SUPPORTED;
+  const int64_t batch = kRank == 3 ? o[0].shape[0] : 1;
+  const int64_t M = o[0].shape[kRank - 2], N = o[0].shape[kRank - 1];
+  const int64_t K = in[first].shape[kRank - 1];
+  if (batch == 0 || M == 0 || N == 0) return FLAGOS_SUCCESS;  // nothing to write
+  if (K == 0) return FLAGOS_ERROR_NOT_SUPPORTED;  // out = beta * self: CLBlast needs k > 0
+  const double beta = kWithSelf ? scalarValue(sc[0], 1.0) : 0.0;
+  const double alpha = kWithSelf ? scalarValue(sc[1], 1.0) : 1.0;
+
+  Operand out, A, B, self;
+  const std::pair<const flagosTensor*, Operand*> operands[] = {
+      {&o[0], &out}, {&in[first], &A}, {&in[first + 1], &B}};
+  for (const auto& [t, dst] : operands) {
+    const Resolved r = resolveOperand(op, stream, *t, dst);
+    if (!r.ok()) return r.status;
+  }
+  MatView c = matrixOf(out), a = matrixOf(A), b = matrixOf(B);
+  int64_t sa = kRank == 3 ? A.strides[0] : 0, sb = kRank == 3 ? B.strides[0] : 0;
+  cl_mem abuf = A.buffer, bbuf = B.buffer;
+  size_t aoff = A.offset, boff = B.offset;
+  if (!blasView(&c) || c.trans) {  // column-major output: C^T = B^T A^T
+    MatView ct = transposed(matrixOf(out));
+    if (!blasView(&ct) || ct.trans) return FLAGOS_ERROR_NOT_SUPPORTED;
+    c = ct;
+    const MatView at = transposed(a);
+    a = transposed(b);
+    b = at;
+    std::swap(sa, sb);
+    std::swap(abuf, bbuf);
+    std::swap(aoff, boff);
+  }
+  if (!blasView(&a) || !blasView(&b)) return FLAGOS_ERROR_NOT_SUPPORTED;
+  if (a.rows != c.rows || b.cols != c.cols || a.cols != b.rows) return FLAGOS_ERROR_NOT_SUPPORTED;
+  const int64_t sc_batch = kRank == 3 ? out.strides[0] : 0;
+  // Batches of the output must not overlap (inputs may: batch stride 0).
+  if (batch > 1 && sc_batch < (c.rows - 1) * static_cast<int64_t>(c.ld) + c.cols)
+    return FLAGOS_ERROR_NOT_SUPPORTED;
+
+  Region self_region{};
+  bool expand = false;
+  if (kWithSelf && beta != 0.0) {
+    const Resolved r = resolveOperand(op, stream, in[0], &self);
+    if (!r.ok()) return r.status;
+    if (!broadcastRegion(self, out, &self_region)) return FLAGOS_ERROR_NOT_SUPPORTED;
+    expand = !sameElements(self, out);  // addmm_: self already is the output
+  }
+  Helpers* helpers = nullptr;
+  if (beta == 0.0 || expand) {
+    helpers = helpersFor(stream->device);
+    if (helpers == nullptr) return FLAGOS_ERROR_DEVICE;
+  }
+
+  const Gemm g{clTrans(a.trans),
+               clTrans(b.trans),
+               static_cast<size_t>(c.rows),
+               static_cast<size_t>(c.cols),
+               static_cast<size_t>(a.cols),
+               alpha,
+               beta,
+               abuf,
+               bbuf,
+               out.buffer,
+               aoff,
+               boff,
+               out.offset,
+               a.ld,
+               b.ld,
+               c.ld,
+               static_cast<size_t>(sa),
+               static_cast<size_t>(sb),
+               static_cast<size_t>(sc_batch),
+               static_cast<size_t>(batch)};
+  const cl_int error = stream->enqueue([&](cl_command_queue q, cl_event* event) -> cl_int {
+    cl_int e = CL_SUCCESS;
+    if (beta == 0.0) e = enqueueZero(helpers, q, dt, regionOf(out), nullptr);
+    if (expand) e = enqueueExpand(helpers, q, dt, regionOf(out), self_region, nullptr);
+    if (e != CL_SUCCESS) return e;
+    return dt == FLAGOS_DTYPE_FLOAT32 ? run(g, float{}, &q, event) : run(g, double{}, &q, event);
+  });
+  return error == CL_SUCCESS ? FLAGOS_SUCCESS : blasFailure(op, error);
+}
+
+template <int kRank, bool kWithSelf>
+flagosStatus_t gemmKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                          const flagosTensor* in, int32_t ni, const flagosScalar* sc,
+                          int32_t ns) noexcept {
+  return guard(opName<kRank, kWithSelf>(),
+               [&] { return gemmBody<kRank, kWithSelf>(stream, o, no, in, ni, sc, ns); });
+}
+
+}  // namespace
+
+void addGemmKernels(void (*add)(const char*, flagosKernelFn)) {
+  add("mm", gemmKernel<2, false>);
+  add("addmm", gemmKernel<2, true>);
+  add("bmm", gemmKernel<3, false>);
+  add("baddbmm", gemmKernel<3, true>);
+}
+
+}  // namespace flagos_opencl::kernels

@@ -1,0 +1,173 @@
+// Per-device helper kernels: zeroing a strided output (beta == 0 must ignore
+// NaN/Inf already there, and CLBlast may read C even then) and broadcasting
+// an addmm-style `self` into the output before a GEMM with beta. One small
+// OpenCL program per device, built on first use and kept with the device.
+#include <vector>
+
+#include "blas.h"
+
+namespace flagos_opencl::kernels {
+namespace {
+
+// Offsets and strides in elements; dims right-aligned into 3.
+constexpr const char* kSource = R"CL(
+#define HELPERS(T)                                                                        \
+__kernel void zero_##T(__global T* d, ulong doff, long d0, long d1, long d2) {            \
+  const long j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);            \
+  d[doff + b * d0 + i * d1 + j * d2] = (T)0;                                              \
+}                                                                                         \
+__kernel void expand_##T(__global T* d, ulong doff, long d0, long d1, long d2,            \
+                         __global const T* s, ulong soff, long s0, long s1, long s2) {    \
+  const long j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);            \
+  d[doff + b * d0 + i * d1 + j * d2] = s[soff + b * s0 + i * s1 + j * s2];                \
+}
+HELPERS(float)
+#ifdef FLAGOS_FP64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+HELPERS(double)
+#endif
+)CL";
+
+}  // namespace
+
+struct Helpers {
+  bool fp64 = false;
+  cl_program program = nullptr;
+  cl_kernel zero[2] = {nullptr, nullptr};  // [float, double]
+  cl_kernel expand[2] = {nullptr, nullptr};
+  std::string error;  // why the build failed (kept: not retried per call)
+  std::mutex mu;      // cl_kernel arguments are shared state: set + enqueue under it
+
+  ~Helpers() {
+    for (cl_kernel k : {zero[0], zero[1], expand[0], expand[1]})
+      if (k != nullptr) clReleaseKernel(k);
+    if (program != nullptr) clReleaseProgram(program);
+  }
+};
+
+namespace {
+
+std::unique_ptr<Helpers> build(Device* device) {
+  auto h = std::make_unique<Helpers>();
+  cl_device_fp_config fp64 = 0;
+  clGetDeviceInfo(device->info.id, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof(fp64), &fp64, nullptr);
+  h->fp64 = fp64 != 0;
+  cl_int error = CL_SUCCESS;
+  const char* source = kSource;
+  h->program = clCreateProgramWithSource(device->context, 1, &source, nullptr, &error);
+  if (h->program == nullptr) {
+    h->error = "clCreateProgramWithSource: " + clErrorName(error);
+    return h;
+  }
+  error = clBuildProgram(h->program, 1, &device->info.id, h->fp64 ? "-DFLAGOS_FP64" : "", nullptr,
+                         nullptr);
+  if (error != CL_SUCCESS) {
+    size_t size = 0;
+    clGetProgramBuildInfo(h->program, device->info.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
+    std::string log(size, '\0');
+    clGetProgramBuildInfo(h->program, device->info.id, CL_PROGRAM_BUILD_LOG, size, &log[0],
+                          nullptr);
+    h->error = "clBuildProgram: " + clErrorName(error) + ": " + log;
+    return h;
+  }
+  const char* types[2] = {"float", "double"};
+  for (int t = 0; t < (h->fp64 ? 2 : 1); ++t) {
+    h->zero[t] = clCreateKernel(h->program, (std::string("zero_") + types[t]).c_str(), &error);
+    if (error == CL_SUCCESS)
+      h->expand[t] =
+          clCreateKernel(h->program, (std::string("expand_") + types[t]).c_str(), &error);
+    if (error != CL_SUCCESS) {
+      h->error = "clCreateKernel: " + clErrorName(error);
+      return h;
+    }
+  }
+  return h;
+}
+
+Helpers* ready(Device* device) {
+  std::lock_guard<std::mutex> lock(device->kernels_mutex);
+  if (!device->kernels_state) device->kernels_state = std::shared_ptr<Helpers>(build(device));
+  return static_cast<Helpers*>(device->kernels_state.get());
+}
+
+cl_int launch(Helpers* h, cl_kernel k, cl_command_queue q, const Region& dst, const Region* src,
+              cl_event* event) {
+  std::lock_guard<std::mutex> lock(h->mu);
+  cl_uint arg = 0;
+  auto region = [&](const Region& r) {
+    const cl_ulong off = r.offset;
+    cl_int e = clSetKernelArg(k, arg++, sizeof(cl_mem), &r.buffer);
+    e |= clSetKernelArg(k, arg++, sizeof(off), &off);
+    for (int d = 0; d < 3; ++d) {
+      const cl_long s = r.strides[d];
+      e |= clSetKernelArg(k, arg++, sizeof(s), &s);
+    }
+    return e;
+  };
+  cl_int error = region(dst);
+  if (src != nullptr) error |= region(*src);
+  if (error != CL_SUCCESS) return CL_INVALID_KERNEL_ARGS;
+  const size_t global[3] = {static_cast<size_t>(dst.shape[2]), static_cast<size_t>(dst.shape[1]),
+                            static_cast<size_t>(dst.shape[0])};
+  return clEnqueueNDRangeKernel(q, k, 3, nullptr, global, nullptr, 0, nullptr, event);
+}
+
+int typeIndex(flagosDtype_t dt) {
+  return dt == FLAGOS_DTYPE_FLOAT64 ? 1 : 0;
+}
+
+}  // namespace
+
+Helpers* helpersFor(Device* device) {
+  Helpers* h = ready(device);
+  if (h->zero[0] == nullptr) {
+    fail(FLAGOS_ERROR_DEVICE, "opencl kernels: helper program for device %d: %s", device->index,
+         h->error.c_str());
+    return nullptr;
+  }
+  return h;
+}
+
+bool hasFp64(Device* device) {
+  return ready(device)->fp64;
+}
+
+cl_int enqueueZero(Helpers* h, cl_command_queue q, flagosDtype_t dt, const Region& dst,
+                   cl_event* event) {
+  return launch(h, h->zero[typeIndex(dt)], q, dst, nullptr, event);
+}
+
+cl_int enqueueExpand(Helpers* h, cl_command_queue q, flagosDtype_t dt, const Region& dst,
+                     const Region& src, cl_event* event) {
+  return launch(h, h->expand[typeIndex(dt)], q, dst, &src, event);
+}
+
+Region regionOf(const Operand& out) {
+  Region r{out.buffer, out.offset, {1, 1, 1}, {0, 0, 0}};
+  for (int d = 0; d < out.ndim; ++d) {
+    r.shape[3 - out.ndim + d] = out.shape[d];
+    r.strides[3 - out.ndim + d] = out.strides[d];
+  }
+  return r;
+}
+
+bool broadcastRegion(const Operand& self, const Operand& out, Region* r) {
+  if (self.ndim > out.ndim) return false;
+  const Region o = regionOf(out);
+  *r = Region{self.buffer, self.offset, {o.shape[0], o.shape[1], o.shape[2]}, {0, 0, 0}};
+  for (int d = 0; d < self.ndim; ++d) {
+    const int od = 3 - self.ndim + d;
+    if (self.shape[d] != 1 && self.shape[d] != o.shape[od]) return false;
+    r->strides[od] = self.shape[d] == 1 ? 0 : self.strides[d];
+  }
+  return true;
+}
+
+bool sameElements(const Operand& self, const Operand& out) {
+  if (self.buffer != out.buffer || self.offset != out.offset || self.ndim != out.ndim) return false;
+  for (int d = 0; d < self.ndim; ++d)
+    if (self.shape[d] != out.shape[d] || self.strides[d] != out.strides[d]) return false;
+  return true;
+}
+
+}  // namespace flagos_opencl::kernels
