@@ -1,0 +1,56 @@
+// What an emitter for one source language provides (Dialect), and the
+// language-independent kernel bodies built on it (emit.cpp). Adding a
+// language (CUDA C) means one more Dialect.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/recipe.h"
+
+namespace flagos::kernels {
+
+// One kernel parameter in generator.h's launch order.
+struct Param {
+  enum Kind { Pointer, Meta, Scalar } kind;
+  std::string name;         // p0.. (operands), meta, s0..
+  flagosDtype_t dtype = 0;  // Pointer: element dtype
+  std::string scalar_type;  // Scalar: "double", "float" or the int64 type
+  bool read_only = false;   // Pointer: an input
+};
+
+class Dialect {
+ public:
+  virtual ~Dialect() = default;
+  virtual std::string int64Type() const = 0;
+  // Pragmas and helper functions every program of this language starts
+  // with; @p fp64 says whether double may appear.
+  virtual std::string prelude(bool fp64) const = 0;
+  // An expression reading element @p index of @p ptr, as float for the
+  // 16-bit types and as the storage type otherwise.
+  virtual std::string load(flagosDtype_t dtype, const std::string& ptr,
+                           const std::string& index) const = 0;
+  // A statement writing @p value (already of a type convertible to the
+  // element, float for the 16-bit types) to element @p index.
+  virtual std::string store(flagosDtype_t dtype, const std::string& ptr, const std::string& index,
+                            const std::string& value) const = 0;
+  // The kernel's signature and preamble: pointers named after the params,
+  // `meta`, the scalars, and the work item `gid` (int64) in scope, valid
+  // (checked against meta.work). close() ends what open() began.
+  virtual std::string open(const std::string& name, const std::vector<Param>& params) const = 0;
+  // Statement leaving the current work item (C: continue, OpenCL: return).
+  virtual const char* skip() const = 0;
+  virtual std::string close(const std::string& name, const std::vector<Param>& params) const = 0;
+};
+
+std::unique_ptr<Dialect> makeCDialect();
+std::unique_ptr<Dialect> makeOpenCLDialect();
+// nullptr for a language without an emitter.
+std::unique_ptr<Dialect> dialectFor(const std::string& language);
+
+// Helpers shared by the dialects' preludes: integer and NaN-propagating
+// float helpers, written once over the macros FLAGOS_I64/FLAGOS_U64/FLAGOS_FN.
+std::string commonHelpers(bool fp64);
+
+}  // namespace flagos::kernels

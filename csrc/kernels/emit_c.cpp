@@ -1,0 +1,121 @@
+// The "c" dialect: plain C99 for the host plugin's system compiler
+// (generator.h: `void NAME(void* const* args, uint64_t begin, uint64_t end)`).
+#include "kernels/emit.h"
+
+namespace flagos::kernels {
+namespace {
+
+const char* storageType(flagosDtype_t d) {
+  switch (d) {
+    case FLAGOS_DTYPE_BOOL:
+    case FLAGOS_DTYPE_UINT8:
+      return "uint8_t";
+    case FLAGOS_DTYPE_INT8:
+      return "int8_t";
+    case FLAGOS_DTYPE_INT16:
+      return "int16_t";
+    case FLAGOS_DTYPE_INT32:
+      return "int32_t";
+    case FLAGOS_DTYPE_INT64:
+      return "int64_t";
+    case FLAGOS_DTYPE_FLOAT16:
+    case FLAGOS_DTYPE_BFLOAT16:
+      return "uint16_t";
+    case FLAGOS_DTYPE_FLOAT32:
+      return "float";
+    default:
+      return "double";
+  }
+}
+
+// IEEE half and bfloat16 <-> float, round to nearest even (no _Float16:
+// not every C compiler has it).
+const char* kHalfHelpers = R"(FLAGOS_FN float flagos_h2f(uint16_t h) {
+  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
+  if (e == 0) {
+    if (m == 0) { bits = s; } else {
+      e = 113; while (!(m & 0x400)) { m <<= 1; --e; }
+      bits = s | (e << 23) | ((m & 0x3ff) << 13);
+    }
+  } else if (e == 31) { bits = s | 0x7f800000 | (m << 13); }
+  else { bits = s | ((e + 112) << 23) | (m << 13); }
+  float f; memcpy(&f, &bits, 4); return f; }
+FLAGOS_FN uint16_t flagos_f2h(float f) {
+  uint32_t x; memcpy(&x, &f, 4);
+  uint32_t s = (x >> 16) & 0x8000, m = x & 0x7fffff;
+  int32_t e = (int32_t)((x >> 23) & 0xff);
+  if (e == 255) return (uint16_t)(s | 0x7c00 | (m ? 0x200 : 0));
+  e = e - 127 + 15;
+  if (e >= 31) return (uint16_t)(s | 0x7c00);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)s;
+    m |= 0x800000;
+    int shift = 14 - e;
+    uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (h & 1))) ++h;
+    return (uint16_t)(s | h);
+  }
+  uint32_t h = s | ((uint32_t)e << 10) | (m >> 13), rem = m & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
+  return (uint16_t)h; }
+FLAGOS_FN float flagos_bf2f(uint16_t b) {
+  uint32_t bits = (uint32_t)b << 16; float f; memcpy(&f, &bits, 4); return f; }
+FLAGOS_FN uint16_t flagos_f2bf(float f) {
+  uint32_t x; memcpy(&x, &f, 4);
+  if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);
+  return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16); }
+)";
+
+class CDialect : public Dialect {
+ public:
+  std::string int64Type() const override { return "int64_t"; }
+  std::string prelude(bool fp64) const override {
+    // tgmath.h: exp(float) is expf, as OpenCL's overloads.
+    return std::string(
+               "#include <stdint.h>\n#include <string.h>\n#include <tgmath.h>\n"
+               "#define FLAGOS_I64 int64_t\n#define FLAGOS_U64 uint64_t\n"
+               "#define FLAGOS_FN static inline\n") +
+           kHalfHelpers + commonHelpers(true);
+  }
+  std::string load(flagosDtype_t d, const std::string& ptr, const std::string& i) const override {
+    if (d == FLAGOS_DTYPE_FLOAT16) return "flagos_h2f(" + ptr + "[" + i + "])";
+    if (d == FLAGOS_DTYPE_BFLOAT16) return "flagos_bf2f(" + ptr + "[" + i + "])";
+    return ptr + "[" + i + "]";
+  }
+  std::string store(flagosDtype_t d, const std::string& ptr, const std::string& i,
+                    const std::string& v) const override {
+    if (d == FLAGOS_DTYPE_FLOAT16) return ptr + "[" + i + "] = flagos_f2h((float)(" + v + "));";
+    if (d == FLAGOS_DTYPE_BFLOAT16) return ptr + "[" + i + "] = flagos_f2bf((float)(" + v + "));";
+    return ptr + "[" + i + "] = (" + storageType(d) + ")(" + v + ");";
+  }
+  std::string open(const std::string& name, const std::vector<Param>& params) const override {
+    std::string s = "void " + name + "(void* const* args, uint64_t begin, uint64_t end) {\n";
+    for (size_t k = 0; k < params.size(); ++k) {
+      const Param& p = params[k];
+      std::string arg = "args[" + std::to_string(k) + "]";
+      if (p.kind == Param::Pointer) {
+        std::string t = storageType(p.dtype);
+        s += "  " + std::string(p.read_only ? "const " : "") + t + "* " + p.name + " = *(" + t +
+             "* const*)" + arg + ";\n";
+      } else {
+        std::string t = p.kind == Param::Meta ? "flagos_meta" : p.scalar_type;
+        s += "  " + t + " " + p.name + "; memcpy(&" + p.name + ", " + arg + ", sizeof " + p.name +
+             ");\n";
+      }
+    }
+    return s + "  for (uint64_t item = begin; item < end; ++item) {\n" +
+           "  const int64_t gid = (int64_t)item;\n";
+  }
+  const char* skip() const override { return "continue"; }
+  std::string close(const std::string& name, const std::vector<Param>& params) const override {
+    return "  }\n}\nconst int " + name + "_num_args = " + std::to_string(params.size()) + ";\n";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Dialect> makeCDialect() {
+  return std::make_unique<CDialect>();
+}
+
+}  // namespace flagos::kernels

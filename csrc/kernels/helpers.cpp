@@ -1,0 +1,106 @@
+// The helper functions every generated program starts with (emit.h).
+#include <cctype>
+
+#include "kernels/emit.h"
+
+namespace flagos::kernels {
+
+std::string commonHelpers(bool fp64) {
+  std::string out =
+      "FLAGOS_FN FLAGOS_I64 flagos_imax(FLAGOS_I64 a, FLAGOS_I64 b) { return a > b ? a : b; }\n"
+      "FLAGOS_FN FLAGOS_I64 flagos_imin(FLAGOS_I64 a, FLAGOS_I64 b) { return a < b ? a : b; }\n"
+      "FLAGOS_FN FLAGOS_I64 flagos_iabs(FLAGOS_I64 a) { return a < 0 ? -a : a; }\n"
+      "FLAGOS_FN FLAGOS_I64 flagos_imod(FLAGOS_I64 a, FLAGOS_I64 b) {\n"
+      "  return (b == 0 || b == -1) ? 0 : a % b; }\n"
+      "FLAGOS_FN FLAGOS_I64 flagos_ipow(FLAGOS_I64 b, FLAGOS_I64 e) {\n"
+      "  if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;\n"
+      "  FLAGOS_U64 r = 1, x = (FLAGOS_U64)b;  /* unsigned: wraps like torch */\n"
+      "  while (e) { if (e & 1) r *= x; x *= x; e >>= 1; }\n"
+      "  return (FLAGOS_I64)r; }\n";
+  // Float helpers, once per float type: T and S are the type and suffix.
+  const std::string per_type =
+      "/* max/min propagate NaN like torch. */\n"
+      "FLAGOS_FN T flagos_maxS(T a, T b) { return (a != a || a > b) ? a : b; }\n"
+      "FLAGOS_FN T flagos_minS(T a, T b) { return (a != a || a < b) ? a : b; }\n"
+      "FLAGOS_FN T flagos_sigmoidS(T x) { return (T)1 / ((T)1 + exp(-x)); }\n"
+      "/* Giles' approximation, then two Newton steps on erf. */\n"
+      "FLAGOS_FN T flagos_erfinvS(T y) {\n"
+      "  if (y != y || y < (T)-1 || y > (T)1) return (T)NAN;\n"
+      "  if (y == (T)1 || y == (T)-1) return y * (T)INFINITY;\n"
+      "  T w = -log(((T)1 - y) * ((T)1 + y)), p;\n"
+      "  if (w < (T)5) {\n"
+      "    w = w - (T)2.5; p = (T)2.81022636e-08; p = (T)3.43273939e-07 + p * w;\n"
+      "    p = (T)-3.5233877e-06 + p * w; p = (T)-4.39150654e-06 + p * w;\n"
+      "    p = (T)0.00021858087 + p * w; p = (T)-0.00125372503 + p * w;\n"
+      "    p = (T)-0.00417768164 + p * w; p = (T)0.246640727 + p * w; p = (T)1.50140941 + p * w;\n"
+      "  } else {\n"
+      "    w = sqrt(w) - (T)3; p = (T)-0.000200214257; p = (T)0.000100950558 + p * w;\n"
+      "    p = (T)0.00134934322 + p * w; p = (T)-0.00367342844 + p * w;\n"
+      "    p = (T)0.00573950773 + p * w; p = (T)-0.0076224613 + p * w;\n"
+      "    p = (T)0.00943887047 + p * w; p = (T)1.00167406 + p * w; p = (T)2.83297682 + p * w;\n"
+      "  }\n"
+      "  T x = p * y;\n"
+      "  for (int k = 0; k < 2; ++k) {\n"
+      "    T d = (T)1.1283791670955126 * exp(-x * x);\n"
+      "    if (d != (T)0) x -= (erf(x) - y) / d;\n"
+      "  }\n"
+      "  return x; }\n"
+      "/* torch's calc_digamma: reflection, recurrence to x >= 10, series. */\n"
+      "FLAGOS_FN T flagos_digammaS(T x) {\n"
+      "  if (x == (T)0) return copysign((T)INFINITY, -x);\n"
+      "  T result = 0;\n"
+      "  if (x < (T)0) {\n"
+      "    if (x == trunc(x)) return (T)NAN;\n"
+      "    result = -(T)3.14159265358979323846 / tan((T)3.14159265358979323846 * x);\n"
+      "    x = (T)1 - x;\n"
+      "  }\n"
+      "  while (x < (T)10) { result -= (T)1 / x; x += (T)1; }\n"
+      "  T y = 0;\n"
+      "  if (x < (T)1e17) {\n"
+      "    T z = (T)1 / (x * x);\n"
+      "    y = (T)8.33333333333333333333E-2; y = y * z - (T)2.10927960927960927961E-2;\n"
+      "    y = y * z + (T)7.57575757575757575758E-3; y = y * z - (T)4.16666666666666666667E-3;\n"
+      "    y = y * z + (T)3.96825396825396825397E-3; y = y * z - (T)8.33333333333333333333E-3;\n"
+      "    y = y * z + (T)8.33333333333333333333E-2; y = z * y;\n"
+      "  }\n"
+      "  return result + log(x) - (T)0.5 / x - y; }\n"
+      "/* Modified Bessel I0: power series below 20, asymptotic series above\n"
+      "   (exp split in two halves so float does not overflow early). */\n"
+      "FLAGOS_FN T flagos_i0S(T x) {\n"
+      "  x = fabs(x);\n"
+      "  if (x < (T)20) {\n"
+      "    T q = x * x / (T)4, term = 1, sum = 1;\n"
+      "    for (int k = 1; k < 100 && term > sum * (T)1e-17; ++k) {\n"
+      "      term *= q / ((T)k * (T)k); sum += term; }\n"
+      "    return sum;\n"
+      "  }\n"
+      "  T inv = (T)1 / ((T)8 * x), term = 1, sum = 1;\n"
+      "  for (int k = 1; k < 30; ++k) {\n"
+      "    term *= (T)(2 * k - 1) * (T)(2 * k - 1) * inv / (T)k; sum += term; }\n"
+      "  T root = exp(x / (T)2);\n"
+      "  return root * (root / sqrt((T)6.283185307179586 * x)) * sum; }\n";
+  auto instantiate = [&](const std::string& t, const std::string& suffix) {
+    std::string s;
+    for (size_t i = 0; i < per_type.size(); ++i) {
+      char c = per_type[i];
+      bool word_edge_before = i == 0 || !std::isalnum(static_cast<unsigned char>(per_type[i - 1]));
+      bool word_edge_after =
+          i + 1 == per_type.size() || !std::isalnum(static_cast<unsigned char>(per_type[i + 1]));
+      if (c == 'T' && word_edge_before && word_edge_after) {
+        s += t;
+      } else if (c == 'S' && word_edge_after && i >= 1 &&
+                 (std::islower(static_cast<unsigned char>(per_type[i - 1])) ||
+                  std::isdigit(static_cast<unsigned char>(per_type[i - 1])))) {
+        s += suffix;
+      } else {
+        s += c;
+      }
+    }
+    return s;
+  };
+  out += instantiate("float", "f");
+  if (fp64) out += instantiate("double", "d");
+  return out;
+}
+
+}  // namespace flagos::kernels

@@ -1,0 +1,350 @@
+// The kernel cache; see Note [Kernel cache] in kernel_cache.h.
+//
+// Every key has one Entry from the first request on: Queued (waiting for a
+// pool thread), Building (one thread is loading or compiling it; others
+// wait on `built`), Ready or Failed. A Ready entry never changes again, so
+// find() can hand out &entry->kernel after one lookup under a shared lock.
+#include "kernels/kernel_cache.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/disk_store.h"
+
+namespace flagos::kernels {
+namespace {
+
+enum class State : uint8_t { Queued, Building, Ready, Failed };
+
+struct Entry {
+  State state = State::Queued;
+  CompiledKernel kernel;  // Ready
+  std::string error;      // Failed
+};
+
+// What one build produced. `sticky`: the compiler rejected the source, so
+// the key is never tried again; other failures (an exception, a device
+// error) are reported to the waiting callers and then forgotten.
+struct Outcome {
+  bool ok = false;
+  bool sticky = false;
+  CompiledKernel kernel;
+  std::string error;
+};
+
+// A disk file's payload: the kernel's entry point name (a disk hit does
+// not run the generator, so the name must come from the file) + binary.
+std::vector<uint8_t> packBlob(const std::string& name, const std::vector<uint8_t>& binary) {
+  const auto n = static_cast<uint32_t>(name.size());
+  std::vector<uint8_t> blob(sizeof n + name.size() + binary.size());
+  std::memcpy(blob.data(), &n, sizeof n);
+  std::memcpy(blob.data() + sizeof n, name.data(), name.size());
+  if (!binary.empty())
+    std::memcpy(blob.data() + sizeof n + name.size(), binary.data(), binary.size());
+  return blob;
+}
+
+bool unpackBlob(const std::vector<uint8_t>& blob, std::string* name, const uint8_t** binary,
+                size_t* size) {
+  uint32_t n = 0;
+  if (blob.size() < sizeof n) return false;
+  std::memcpy(&n, blob.data(), sizeof n);
+  if (blob.size() - sizeof n < n) return false;
+  name->assign(reinterpret_cast<const char*>(blob.data()) + sizeof n, n);
+  *binary = blob.data() + sizeof n + n;
+  *size = blob.size() - sizeof n - n;
+  return true;
+}
+
+}  // namespace
+
+struct KernelCache::Impl {
+  struct Task {
+    KernelKey key;
+    std::function<Source()> source;
+  };
+
+  Impl(const flagosCompilerTable* c, int32_t d, CacheConfig cfg)
+      : compiler(c),
+        device(d),
+        config(std::move(cfg)),
+        language(c->language != nullptr ? c->language : ""),
+        disk(config.dir, config.max_disk_bytes) {}
+
+  Outcome produce(const KernelKey& key, const std::function<Source()>& source, bool async);
+  Outcome compile(const std::string& file_key, const std::function<Source()>& source, bool async);
+  void finish(const KernelKey& key, const std::shared_ptr<Entry>& entry, Outcome out);
+  void worker();
+
+  const flagosCompilerTable* compiler;
+  const int32_t device;
+  const CacheConfig config;
+  const std::string language;
+  DiskStore disk;
+
+  mutable std::shared_mutex mu;
+  std::condition_variable_any built;  // some entry left Building (mu)
+  std::unordered_map<KernelKey, std::shared_ptr<Entry>, KernelKeyHash> entries;
+
+  mutable std::mutex pool_mu;
+  std::condition_variable work_cv, idle_cv;
+  std::deque<Task> queue;
+  uint64_t pending = 0;  // queued + running tasks (pool_mu)
+  bool stopping = false;
+  std::vector<std::thread> workers;
+
+  std::atomic<uint64_t> memory_hits{0}, memory_misses{0}, disk_hits{0}, sync_builds{0},
+      async_builds{0}, build_failures{0}, build_ns{0}, ready{0};
+};
+
+// Disk first, then the compiler. Never throws: a waiting caller must always
+// be woken with a result.
+Outcome KernelCache::Impl::produce(const KernelKey& key, const std::function<Source()>& source,
+                                   bool async) {
+  try {
+    const std::string file_key = fileKeyOf(key, language, config.device_arch);
+    std::vector<uint8_t> blob;
+    if (disk.load(file_key, &blob)) {
+      Outcome out;
+      const uint8_t* binary = nullptr;
+      size_t size = 0;
+      flagosProgram_t program = nullptr;
+      if (unpackBlob(blob, &out.kernel.kernel_name, &binary, &size) &&
+          compiler->programLoadBinary(device, binary, size, &program) == FLAGOS_SUCCESS &&
+          program != nullptr) {
+        disk_hits.fetch_add(1, std::memory_order_relaxed);
+        out.ok = true;
+        out.kernel.program = program;
+        return out;
+      }
+      disk.discard(file_key);  // another driver, or damage the checksum missed
+    }
+    return compile(file_key, source, async);
+  } catch (const std::exception& e) {
+    Outcome out;
+    out.error = std::string("flagos: building a generated kernel failed: ") + e.what();
+    return out;
+  } catch (...) {
+    Outcome out;
+    out.error = "flagos: building a generated kernel failed: unknown exception";
+    return out;
+  }
+}
+
+Outcome KernelCache::Impl::compile(const std::string& file_key,
+                                   const std::function<Source()>& source, bool async) {
+  const Source src = source();
+  (async ? async_builds : sync_builds).fetch_add(1, std::memory_order_relaxed);
+  flagosProgram_t program = nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  const flagosStatus_t status =
+      compiler->programBuild(device, src.text.c_str(), src.options.c_str(), &program);
+  // Read the log on this thread, right after the failing call.
+  const std::string log = status == FLAGOS_SUCCESS ? std::string()
+                          : config.last_error      ? config.last_error()
+                                                   : std::string("compile failed");
+  build_ns.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count(),
+      std::memory_order_relaxed);
+  Outcome out;
+  if (status != FLAGOS_SUCCESS || program == nullptr) {
+    build_failures.fetch_add(1, std::memory_order_relaxed);
+    out.sticky = status == FLAGOS_ERROR_COMPILE;
+    out.error = "flagos: the " + language + " compiler rejected generated kernel '" +
+                src.kernel_name + "': " + log;
+    return out;
+  }
+  out.ok = true;
+  out.kernel.program = program;
+  out.kernel.kernel_name = src.kernel_name;
+  // Persist (best effort: a plugin without binaries just is not cached).
+  uint64_t size = 0;
+  if (disk.enabled() && compiler->programGetBinary(program, nullptr, &size) == FLAGOS_SUCCESS &&
+      size > 0) {
+    std::vector<uint8_t> binary(size);
+    if (compiler->programGetBinary(program, binary.data(), &size) == FLAGOS_SUCCESS) {
+      binary.resize(size);
+      const std::vector<uint8_t> blob = packBlob(src.kernel_name, binary);
+      disk.store(file_key, blob.data(), blob.size());
+    }
+  }
+  return out;
+}
+
+void KernelCache::Impl::finish(const KernelKey& key, const std::shared_ptr<Entry>& entry,
+                               Outcome out) {
+  {
+    std::unique_lock<std::shared_mutex> lock(mu);
+    if (out.ok) {
+      entry->kernel = std::move(out.kernel);
+      entry->state = State::Ready;
+      ready.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      entry->error = std::move(out.error);
+      entry->state = State::Failed;
+      // Waiters hold their own reference; later calls will try again.
+      auto it = entries.find(key);
+      if (!out.sticky && it != entries.end() && it->second == entry) entries.erase(it);
+    }
+  }
+  built.notify_all();
+}
+
+void KernelCache::Impl::worker() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(pool_mu);
+      work_cv.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (stopping) return;
+      task = std::move(queue.front());
+      queue.pop_front();
+    }
+    std::shared_ptr<Entry> entry;
+    {
+      std::unique_lock<std::shared_mutex> lock(mu);
+      auto it = entries.find(task.key);
+      // Not Queued: a getOrBuild() took the build over meanwhile.
+      if (it != entries.end() && it->second->state == State::Queued) {
+        entry = it->second;
+        entry->state = State::Building;
+      }
+    }
+    if (entry) finish(task.key, entry, produce(task.key, task.source, /*async=*/true));
+    std::lock_guard<std::mutex> lock(pool_mu);
+    if (--pending == 0) idle_cv.notify_all();
+  }
+}
+
+KernelCache::KernelCache(const flagosCompilerTable* compiler, int32_t device, CacheConfig config)
+    : impl_(std::make_unique<Impl>(compiler, device, std::move(config))) {}
+
+KernelCache::~KernelCache() {
+  stopBackground();
+  for (auto& [key, entry] : impl_->entries) {
+    if (entry->state == State::Ready) impl_->compiler->programDestroy(entry->kernel.program);
+  }
+}
+
+const CompiledKernel* KernelCache::find(const KernelKey& key) {
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  auto it = impl_->entries.find(key);
+  if (it != impl_->entries.end() && it->second->state == State::Ready) {
+    impl_->memory_hits.fetch_add(1, std::memory_order_relaxed);
+    return &it->second->kernel;
+  }
+  impl_->memory_misses.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
+
+const CompiledKernel* KernelCache::getOrBuild(const KernelKey& key,
+                                              const std::function<Source()>& source) {
+  {
+    std::shared_lock<std::shared_mutex> lock(impl_->mu);
+    auto it = impl_->entries.find(key);
+    if (it != impl_->entries.end()) {
+      if (it->second->state == State::Ready) return &it->second->kernel;
+      if (it->second->state == State::Failed) throw BuildError(it->second->error);
+    }
+  }
+  std::shared_ptr<Entry> entry;
+  {
+    std::unique_lock<std::shared_mutex> lock(impl_->mu);
+    auto [it, inserted] = impl_->entries.try_emplace(key);
+    if (inserted) it->second = std::make_shared<Entry>();
+    entry = it->second;
+    if (inserted || entry->state == State::Queued) {
+      entry->state = State::Building;  // ours (a queued build is taken over)
+    } else {
+      impl_->built.wait(lock, [&] { return entry->state != State::Building; });
+      if (entry->state == State::Ready) return &entry->kernel;
+      throw BuildError(entry->error);
+    }
+  }
+  impl_->finish(key, entry, impl_->produce(key, source, /*async=*/false));
+  // Ready and Failed never change again: no lock needed to read them now.
+  if (entry->state == State::Ready) return &entry->kernel;
+  throw BuildError(entry->error);
+}
+
+void KernelCache::buildAsync(const KernelKey& key, std::function<Source()> source) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->pool_mu);
+    if (impl_->stopping) return;  // after stopBackground(): the generic kernel serves
+  }
+  {
+    std::shared_lock<std::shared_mutex> lock(impl_->mu);
+    if (impl_->entries.count(key) != 0) return;  // ready, queued, running or failed
+  }
+  {
+    std::unique_lock<std::shared_mutex> lock(impl_->mu);
+    auto [it, inserted] = impl_->entries.try_emplace(key);
+    if (!inserted) return;
+    it->second = std::make_shared<Entry>();  // Queued
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl_->pool_mu);
+    impl_->queue.push_back({key, std::move(source)});
+    ++impl_->pending;
+    if (impl_->workers.empty()) {  // started on first use: most caches never need them
+      const int n = impl_->config.compile_threads > 0 ? impl_->config.compile_threads : 1;
+      for (int i = 0; i < n; ++i) impl_->workers.emplace_back([this] { impl_->worker(); });
+    }
+  }
+  impl_->work_cv.notify_one();
+}
+
+void KernelCache::stopBackground() {
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard<std::mutex> lock(impl_->pool_mu);
+    impl_->stopping = true;  // running builds finish; queued ones are dropped
+    impl_->pending -= impl_->queue.size();
+    impl_->queue.clear();
+    workers.swap(impl_->workers);
+  }
+  impl_->work_cv.notify_all();
+  for (std::thread& t : workers) t.join();
+  std::lock_guard<std::mutex> lock(impl_->pool_mu);
+  impl_->pending = 0;  // the workers are gone: nothing runs any more
+  impl_->idle_cv.notify_all();
+}
+
+void KernelCache::waitIdle() {
+  std::unique_lock<std::mutex> lock(impl_->pool_mu);
+  impl_->idle_cv.wait(lock, [&] { return impl_->pending == 0; });
+}
+
+CacheStats KernelCache::stats() const {
+  const Impl& m = *impl_;
+  CacheStats s;
+  s.memory_hits = m.memory_hits.load(std::memory_order_relaxed);
+  s.memory_misses = m.memory_misses.load(std::memory_order_relaxed);
+  s.disk_hits = m.disk_hits.load(std::memory_order_relaxed);
+  const DiskStore::Stats d = m.disk.stats();
+  s.disk_writes = d.writes;
+  s.disk_corrupt = d.corrupt;
+  s.disk_evictions = d.evictions;
+  s.disk_write_errors = d.write_errors;
+  s.sync_builds = m.sync_builds.load(std::memory_order_relaxed);
+  s.async_builds = m.async_builds.load(std::memory_order_relaxed);
+  s.build_failures = m.build_failures.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(m.pool_mu);
+    s.async_pending = m.pending;
+  }
+  s.build_seconds = static_cast<double>(m.build_ns.load(std::memory_order_relaxed)) * 1e-9;
+  s.entries = m.ready.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace flagos::kernels

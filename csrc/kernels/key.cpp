@@ -1,0 +1,131 @@
+// keyFor() and signatureOf(): what selects a kernel, and the copy of a call
+// that emit() works from.
+#include "kernels/recipe.h"
+
+namespace flagos::kernels {
+namespace {
+
+bool reject(std::string* why_not, const std::string& why) {
+  if (why_not) *why_not = why;
+  return false;
+}
+
+int64_t languageCode(const std::string& language) {
+  int64_t h = 0;
+  for (unsigned char c : language) h = h * 131 + c;
+  return h & 0x7fffffff;
+}
+
+bool isContiguous(const flagosTensor& t) {
+  int64_t expect = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    if (t.shape[d] != 1 && t.strides[d] != expect) return false;
+    expect *= t.shape[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+// KernelKey::toString and KernelKeyHash live in kernel_key.cpp.
+
+bool keyFor(const Recipe& recipe, const Call& call, Variant variant, const Target& target,
+            KernelKey* key, std::string* why_not) {
+  if (target.language != "c" && target.language != "opencl-c") {
+    return reject(why_not, "no emitter for language '" + target.language + "'");
+  }
+  if (call.num_outputs != recipe.num_outputs || call.num_inputs != (int)recipe.inputs.size() ||
+      call.num_scalars != (int)recipe.scalars.size()) {
+    return reject(why_not, recipe.id + ": operand counts differ from the catalog's");
+  }
+  const int nops = call.num_outputs + call.num_inputs;
+  auto operand = [&](int k) -> const flagosTensor& {
+    return k < call.num_outputs ? call.outputs[k] : call.inputs[k - call.num_outputs];
+  };
+  const flagosTensor& ref = recipe.kind == RecipeKind::Reduce ? call.inputs[0] : call.outputs[0];
+  uint32_t present = 0;
+  for (int k = 0; k < call.num_scalars; ++k) present |= (call.scalars[k].dtype != 0) << k;
+  bool contiguous = true;
+  for (int k = 0; k < nops; ++k) {
+    const flagosTensor& t = operand(k);
+    if (t.data == nullptr) return reject(why_not, recipe.id + ": an operand is None");
+    if (!isSupportedDtype(t.dtype)) {
+      return reject(why_not, recipe.id + std::string(": dtype ") + dtypeName(t.dtype));
+    }
+    if (t.dtype == FLAGOS_DTYPE_FLOAT64 && !target.fp64) {
+      return reject(why_not, recipe.id + ": float64 on a device without fp64");
+    }
+    if (t.ndim > FLAGOS_MAX_DIMS || t.ndim < 0) return reject(why_not, "too many dims");
+    if (recipe.kind != RecipeKind::Reduce && t.ndim != ref.ndim) {
+      return reject(why_not, recipe.id + ": operands are not broadcast to the output's rank");
+    }
+    contiguous = contiguous && isContiguous(t);
+  }
+  if (recipe.kind == RecipeKind::Pointwise) {
+    Signature sig;
+    sig.num_outputs = call.num_outputs;
+    for (int k = 0; k < nops; ++k) sig.operands.push_back({operand(k).dtype, {}, {}});
+    const size_t cls = static_cast<size_t>(classOf(computeDtype(sig)));
+    const std::string& why = recipe.unsupported[(cls << recipe.scalars.size()) | present];
+    if (!why.empty()) return reject(why_not, recipe.id + ": " + why);
+  } else if (recipe.kind == RecipeKind::Row) {
+    if (ref.ndim > 0) {
+      const flagosScalar& dim = call.scalars[0];
+      if (dim.dtype == 0 || dim.i < 0 || dim.i >= ref.ndim) {
+        return reject(why_not, recipe.id + ": the row dim is not a normalized dim");
+      }
+    }
+  } else if (recipe.dims_arg == DimsArg::Single && ref.ndim > 0) {
+    if (call.num_scalars < 1 || call.scalars[0].dtype == 0 || call.scalars[0].i < 0 ||
+        call.scalars[0].i >= ref.ndim) {
+      return reject(why_not, recipe.id + ": the dim is not a normalized dim");
+    }
+  }
+
+  std::vector<int64_t>& w = key->words;
+  w.clear();
+  w.reserve(16 + (variant == Variant::Specialized ? 2 * nops * (ref.ndim + 1) : 0));
+  w.insert(w.end(),
+           {kGeneratorVersion, static_cast<int64_t>(recipe.identity), static_cast<int64_t>(variant),
+            languageCode(target.language), target.fp64 ? 1 : 0, nops, present,
+            recipe.kind == RecipeKind::Pointwise && contiguous ? 1 : 0});
+  for (int k = 0; k < nops; ++k) w.push_back(operand(k).dtype);
+  if (variant == Variant::Specialized) {
+    for (int k = 0; k < nops; ++k) {
+      const flagosTensor& t = operand(k);
+      w.push_back(t.ndim);
+      w.insert(w.end(), t.shape, t.shape + t.ndim);
+      w.insert(w.end(), t.strides, t.strides + t.ndim);
+    }
+    if (recipe.kind != RecipeKind::Pointwise) {
+      w.push_back(
+          static_cast<int64_t>(dimsMaskOf(recipe, call.scalars, call.num_scalars, ref.ndim)));
+    }
+  }
+  return true;
+}
+
+std::shared_ptr<const Signature> signatureOf(const Recipe& recipe, const Call& call) {
+  auto sig = std::make_shared<Signature>();
+  sig->num_outputs = call.num_outputs;
+  bool contiguous = true;
+  auto add = [&](const flagosTensor& t) {
+    Operand o;
+    o.dtype = t.dtype;
+    o.shape.assign(t.shape, t.shape + t.ndim);
+    o.strides.assign(t.strides, t.strides + t.ndim);
+    sig->operands.push_back(std::move(o));
+    contiguous = contiguous && isContiguous(t);
+  };
+  for (int k = 0; k < call.num_outputs; ++k) add(call.outputs[k]);
+  for (int k = 0; k < call.num_inputs; ++k) add(call.inputs[k]);
+  for (int k = 0; k < call.num_scalars; ++k) sig->scalar_dtypes.push_back(call.scalars[k].dtype);
+  sig->contiguous = recipe.kind == RecipeKind::Pointwise && contiguous;
+  if (recipe.kind != RecipeKind::Pointwise) {
+    const flagosTensor& ref = recipe.kind == RecipeKind::Reduce ? call.inputs[0] : call.outputs[0];
+    sig->dims_mask = dimsMaskOf(recipe, call.scalars, call.num_scalars, ref.ndim);
+  }
+  return sig;
+}
+
+}  // namespace flagos::kernels

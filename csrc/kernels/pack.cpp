@@ -1,0 +1,215 @@
+// pack(): a call's kernelLaunch arguments, and the flagos_meta layout the
+// emitters declare (Note [Launch convention of generated kernels]).
+#include <cstring>
+
+#include "kernels/recipe.h"
+
+namespace flagos::kernels {
+namespace {
+
+constexpr int kD = FLAGOS_MAX_DIMS;
+
+// Kept / reduced dims of a reduction and where each kept dim lands in the
+// output (keepdim: same index; else the kept dims in order).
+struct ReduceSplit {
+  std::vector<int64_t> ksize, kst_out, kst_in, rsize, rst;
+  int64_t work = 1, count = 1;
+};
+
+ReduceSplit splitReduce(const flagosTensor& in, const flagosTensor& out, uint64_t mask) {
+  ReduceSplit s;
+  const bool keepdim = out.ndim == in.ndim;
+  for (int d = 0, od = 0; d < in.ndim; ++d) {
+    if (mask >> d & 1) {
+      s.rsize.push_back(in.shape[d]);
+      s.rst.push_back(in.strides[d]);
+      s.count *= in.shape[d];
+      if (keepdim) ++od;
+    } else {
+      s.ksize.push_back(in.shape[d]);
+      s.kst_in.push_back(in.strides[d]);
+      s.kst_out.push_back(od < out.ndim ? out.strides[od] : 0);
+      ++od;
+      s.work *= in.shape[d];
+    }
+  }
+  return s;
+}
+
+void put(std::vector<int64_t>* words, const std::vector<int64_t>& values, int count) {
+  for (int i = 0; i < count; ++i) words->push_back(i < (int)values.size() ? values[i] : 0);
+}
+
+}  // namespace
+
+std::vector<MetaField> metaLayout(const Recipe& recipe, int num_operands) {
+  std::vector<MetaField> f = {{"work", 1}};
+  switch (recipe.kind) {
+    case RecipeKind::Pointwise:
+      f.push_back({"ndim", 1});
+      f.push_back({"size", kD});
+      f.push_back({"st[" + std::to_string(num_operands) + "]", kD});
+      break;
+    case RecipeKind::Reduce:
+      f.insert(f.end(), {{"nk", 1},
+                         {"nr", 1},
+                         {"count", 1},
+                         {"ksize", kD},
+                         {"kst[2]", kD},
+                         {"rsize", kD},
+                         {"rst", kD}});
+      break;
+    case RecipeKind::Row:
+      f.insert(f.end(), {{"nk", 1},
+                         {"len", 1},
+                         {"ksize", kD},
+                         {"kst[" + std::to_string(num_operands) + "]", kD},
+                         {"rst", num_operands < 2 ? 2 : num_operands}});
+      break;
+  }
+  return f;
+}
+
+uint64_t dimsMaskOf(const Recipe& recipe, const flagosScalar* scalars, int32_t num_scalars,
+                    int32_t input_ndim) {
+  const uint64_t all = input_ndim >= 64 ? ~0ull : (1ull << input_ndim) - 1;
+  const bool has = num_scalars > 0 && scalars[0].dtype != 0;
+  const int64_t v = has ? (isFloating(scalars[0].dtype) ? (int64_t)scalars[0].f : scalars[0].i) : 0;
+  if (recipe.kind == RecipeKind::Row) return input_ndim == 0 ? 1 : 1ull << v;
+  switch (recipe.dims_arg) {
+    case DimsArg::All:
+      return all;
+    case DimsArg::Single:
+      return has && input_ndim > 0 ? 1ull << v : all;
+    case DimsArg::Mask:
+      return has && v != 0 ? (uint64_t)v & all : all;
+  }
+  return all;
+}
+
+void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* out) {
+  const int nops = call.num_outputs + call.num_inputs;
+  out->args.clear();
+  out->pointers.clear();
+  out->meta.clear();
+  out->scalar_bytes.clear();
+  std::vector<int64_t> meta;
+  auto operand = [&](int k) -> const flagosTensor& {
+    return k < call.num_outputs ? call.outputs[k] : call.inputs[k - call.num_outputs];
+  };
+  switch (recipe.kind) {
+    case RecipeKind::Pointwise: {
+      // Generic kernels split the index over meta's dims: drop size-1 dims
+      // and merge dims every operand walks contiguously (fewer divisions).
+      const flagosTensor& o = call.outputs[0];
+      int64_t numel = 1;
+      std::vector<int64_t> sizes;
+      std::vector<std::vector<int64_t>> strides(nops);
+      for (int d = 0; d < o.ndim; ++d) {
+        numel *= o.shape[d];
+        if (o.shape[d] == 1) continue;
+        bool merge = !sizes.empty();
+        for (int k = 0; k < nops && merge; ++k) {
+          merge = strides[k].back() == operand(k).strides[d] * o.shape[d];
+        }
+        if (merge) {
+          sizes.back() *= o.shape[d];
+          for (int k = 0; k < nops; ++k) strides[k].back() = operand(k).strides[d];
+        } else {
+          sizes.push_back(o.shape[d]);
+          for (int k = 0; k < nops; ++k) strides[k].push_back(operand(k).strides[d]);
+        }
+      }
+      meta.push_back(numel);
+      meta.push_back(static_cast<int64_t>(sizes.size()));
+      put(&meta, sizes, kD);
+      for (int k = 0; k < nops; ++k) put(&meta, strides[k], kD);
+      out->global = static_cast<uint64_t>(numel);
+      break;
+    }
+    case RecipeKind::Reduce: {
+      const flagosTensor& in = call.inputs[0];
+      ReduceSplit s = splitReduce(in, call.outputs[0],
+                                  dimsMaskOf(recipe, call.scalars, call.num_scalars, in.ndim));
+      meta.insert(meta.end(), {s.work, (int64_t)s.ksize.size(), (int64_t)s.rsize.size(), s.count});
+      put(&meta, s.ksize, kD);
+      put(&meta, s.kst_out, kD);
+      put(&meta, s.kst_in, kD);
+      put(&meta, s.rsize, kD);
+      put(&meta, s.rst, kD);
+      out->global = static_cast<uint64_t>(s.work);
+      break;
+    }
+    case RecipeKind::Row: {
+      const flagosTensor& ref = call.outputs[0];
+      uint64_t mask = dimsMaskOf(recipe, call.scalars, call.num_scalars, ref.ndim);
+      std::vector<int64_t> ksize, rst;
+      std::vector<std::vector<int64_t>> kst(nops);
+      int64_t rows = 1, len = 1;
+      for (int d = 0; d < ref.ndim; ++d) {
+        if (mask >> d & 1) {
+          len = ref.shape[d];
+        } else {
+          ksize.push_back(ref.shape[d]);
+          rows *= ref.shape[d];
+          for (int k = 0; k < nops; ++k) kst[k].push_back(operand(k).strides[d]);
+        }
+      }
+      for (int k = 0; k < nops; ++k) {
+        int64_t st = 0;
+        for (int d = 0; d < ref.ndim; ++d) {
+          if (mask >> d & 1) st = operand(k).strides[d];
+        }
+        rst.push_back(st);
+      }
+      if (len == 0) rows = 0;
+      meta.insert(meta.end(), {rows, (int64_t)ksize.size(), len});
+      put(&meta, ksize, kD);
+      for (int k = 0; k < nops; ++k) put(&meta, kst[k], kD);
+      put(&meta, rst, nops < 2 ? 2 : nops);
+      out->global = static_cast<uint64_t>(rows);
+      break;
+    }
+  }
+  out->meta.resize(meta.size() * sizeof(int64_t));
+  std::memcpy(out->meta.data(), meta.data(), out->meta.size());
+
+  // Scalars: double (float without fp64) for a floating pointwise compute
+  // type, int64 otherwise; absent ones as zero.
+  bool floating = false;
+  if (recipe.kind == RecipeKind::Pointwise) {
+    Signature sig;
+    sig.num_outputs = call.num_outputs;
+    for (int k = 0; k < nops; ++k) sig.operands.push_back({operand(k).dtype, {}, {}});
+    floating = classOf(computeDtype(sig)) != ComputeClass::Int;
+  }
+  const size_t width = floating && !target.fp64 ? 4 : 8;
+  out->scalar_bytes.resize(width * call.num_scalars);
+  for (int k = 0; k < call.num_scalars; ++k) {
+    const flagosScalar& s = call.scalars[k];
+    uint8_t* dst = out->scalar_bytes.data() + width * k;
+    const bool is_float = isFloating(s.dtype);
+    if (floating && width == 8) {
+      double v = s.dtype == 0 ? 0.0 : is_float ? s.f : (double)s.i;
+      std::memcpy(dst, &v, 8);
+    } else if (floating) {
+      float v = s.dtype == 0 ? 0.0f : is_float ? (float)s.f : (float)s.i;
+      std::memcpy(dst, &v, 4);
+    } else {
+      int64_t v = s.dtype == 0 ? 0 : is_float ? (int64_t)s.f : s.i;
+      std::memcpy(dst, &v, 8);
+    }
+  }
+
+  out->pointers.resize(nops);
+  for (int k = 0; k < nops; ++k) out->pointers[k] = operand(k).data;
+  for (int k = 0; k < nops; ++k) {
+    out->args.push_back({FLAGOS_ARG_DEVICE_PTR, (uint32_t)sizeof(void*), &out->pointers[k]});
+  }
+  out->args.push_back({FLAGOS_ARG_BYTES, (uint32_t)out->meta.size(), out->meta.data()});
+  for (int k = 0; k < call.num_scalars; ++k) {
+    out->args.push_back({FLAGOS_ARG_BYTES, (uint32_t)width, out->scalar_bytes.data() + width * k});
+  }
+}
+
+}  // namespace flagos::kernels

@@ -1,0 +1,104 @@
+// Internals shared by recipes.cpp, key.cpp, pack.cpp and the emitters: the
+// Recipe and Signature behind generator.h's opaque types, dtype facts and
+// the layout of the `flagos_meta` struct.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/expr.h"
+#include "kernels/generator.h"
+
+namespace flagos::kernels {
+
+enum class RecipeKind : uint8_t { Pointwise, Reduce, Row };
+enum class Reducer : uint8_t { Sum, Mean, Prod, Max, Min, Any, All };
+// Where a reduction finds its dims: scalar 0 as a bitmask ({as: dims}),
+// scalar 0 as one dim ({as: dim}), or always every dim.
+enum class DimsArg : uint8_t { Mask, Single, All };
+enum class RowOp : uint8_t { Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
+
+// How values are computed: int64 for integral and bool, float for float32
+// and the 16-bit types, double for float64.
+enum class ComputeClass : uint8_t { Int = 0, F32 = 1, F64 = 2 };
+
+struct Recipe {
+  RecipeKind kind = RecipeKind::Pointwise;
+  std::string id;
+  uint64_t identity = 0;  // stable hash of what the kernel computes
+  std::vector<std::string> inputs;
+  std::vector<std::string> scalars;
+  int32_t num_outputs = 1;
+  // Pointwise.
+  ExprPtr expr;
+  // Empty when (compute class, present-scalars mask) can be generated, else
+  // why not; index = class << num_scalars | mask. Filled by makeRecipe.
+  std::vector<std::string> unsupported;
+  // Reduce / Row.
+  Reducer reducer = Reducer::Sum;
+  DimsArg dims_arg = DimsArg::All;
+  RowOp row = RowOp::Softmax;
+};
+
+struct Operand {
+  flagosDtype_t dtype = 0;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+};
+
+struct Signature {
+  std::vector<Operand> operands;  // outputs, then inputs
+  int32_t num_outputs = 0;
+  std::vector<flagosDtype_t> scalar_dtypes;  // 0: absent
+  bool contiguous = false;                   // pointwise layout class
+  uint64_t dims_mask = 0;                    // Reduce: reduced dims; Row: 1 << row dim
+};
+
+// --- dtypes ---------------------------------------------------------------
+inline bool isFloating(flagosDtype_t d) {
+  return (d >> 8) == 2 || (d >> 8) == 4;
+}
+inline bool isSupportedDtype(flagosDtype_t d) {
+  switch (d) {
+    case FLAGOS_DTYPE_BOOL:
+    case FLAGOS_DTYPE_UINT8:
+    case FLAGOS_DTYPE_INT8:
+    case FLAGOS_DTYPE_INT16:
+    case FLAGOS_DTYPE_INT32:
+    case FLAGOS_DTYPE_INT64:
+    case FLAGOS_DTYPE_FLOAT16:
+    case FLAGOS_DTYPE_BFLOAT16:
+    case FLAGOS_DTYPE_FLOAT32:
+    case FLAGOS_DTYPE_FLOAT64:
+      return true;
+    default:
+      return false;
+  }
+}
+const char* dtypeName(flagosDtype_t d);
+
+// The dtype values are computed in for a pointwise call (generator.h rules)
+// and its class.
+flagosDtype_t computeDtype(const Signature& sig);
+ComputeClass classOf(flagosDtype_t compute);
+
+// --- flagos_meta ----------------------------------------------------------
+// The struct is a sequence of int64 arrays (`long` in OpenCL, 8-byte
+// aligned everywhere); emitters declare it and pack() fills it in this
+// order.
+struct MetaField {
+  std::string name;
+  int count;  // 1: a plain field, else an array
+};
+std::vector<MetaField> metaLayout(const Recipe& recipe, int num_operands);
+
+// Normalized dims a call reduces (Reduce) or 1 << the row dim (Row).
+uint64_t dimsMaskOf(const Recipe& recipe, const flagosScalar* scalars, int32_t num_scalars,
+                    int32_t input_ndim);
+
+// Why a pointwise expression cannot be generated for this compute class
+// and set of present scalars ("" when it can). Defined in emit.cpp.
+std::string checkPointwise(const Recipe& recipe, ComputeClass cls, uint32_t present_mask);
+
+}  // namespace flagos::kernels
