@@ -16,7 +16,17 @@ run ctest --test-dir build/cmake --output-on-failure -j2
 run clang-format --dry-run -Werror $(git ls-files '*.c' '*.cpp' '*.h')
 run "$PYTHON" -m ruff check python tests examples benchmarks
 run "$PYTHON" -m ruff format --check python tests examples benchmarks
+# Generated kernels persist in the build folder, not in the user's cache.
+export FLAGOS_CACHE_DIR=${FLAGOS_CACHE_DIR:-$PWD/build/kernel-cache}
 run "$PYTHON" -m pytest tests/python
+# The second backend, a different SDK: the OpInfo sweep and the model tests
+# again on opencl (PoCL here), where generated kernels and CLBlast do the work.
+if "$PYTHON" -c 'import flagos_torchfl as ft; ft.initialize("opencl")' >/dev/null 2>&1; then
+  run env FLAGOS_BACKEND=opencl "$PYTHON" -m pytest tests/python/test_opinfo_catalog.py \
+    tests/python/test_training_any_backend.py tests/python/test_models.py
+elif [ -n "${CI:-}" ]; then
+  failed+=("opencl backend unavailable (PoCL is installed by scripts/setup.sh)")
+fi
 
 if [ ${#failed[@]} -gt 0 ]; then
   printf '\nFAILED:\n' >&2

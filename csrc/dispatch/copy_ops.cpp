@@ -17,8 +17,9 @@
 // conversion, conj/neg bits, broadcasting) are done by ATen on the CPU: the
 // device tensor's storage span is copied to a host buffer, viewed with the
 // tensor's sizes/strides, converted by CPU copy_, and (for a device
-// destination) the whole span is written back. Slow but always correct;
-// native kernels will take these over.
+// destination) the whole span is written back. Slow but always correct.
+// Device-to-device copies first try the generated copy kernel
+// (dispatch/device_copy.h, Note [Generated copies]).
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -27,6 +28,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <atomic>
+
+#include "dispatch/device_copy.h"
 #include "dispatch/op_stats.h"
 #include "runtime/backend.h"
 #include "runtime/host_allocator.h"
@@ -125,13 +129,16 @@ bool overlaps(const at::Tensor& a, const at::Tensor& b) {
   return alo * as < bhi * bs && blo * bs < ahi * as;
 }
 
+std::atomic<DeviceCopyKernel> g_device_copy{nullptr};
+
 bool sameLayout(const at::Tensor& a, const at::Tensor& b) {
   return a.dtype() == b.dtype() && a.sizes().equals(b.sizes()) && a.strides().equals(b.strides()) &&
          isPlainDense(a) && isPlainDense(b);
 }
 
-void copyImpl(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
-  if (dst.numel() == 0) return;
+// The tier that did the copy: Core, or Generated (Note [Generated copies]).
+Tier copyImpl(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  if (dst.numel() == 0) return Tier::Core;
   const bool src_on_device = src.is_privateuseone();
   const bool dst_on_device = dst.is_privateuseone();
   const size_t bytes = dst.numel() * dst.itemsize();
@@ -141,7 +148,13 @@ void copyImpl(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
       const c10::DeviceGuard guard(dst.device());
       copyAsync(dst.mutable_data_ptr(), src.const_data_ptr(), bytes, FLAGOS_MEMCPY_DEVICE_TO_DEVICE,
                 currentStream(dst.device().index()));
-      return;
+      return Tier::Core;
+    }
+    if (src.device() == dst.device() && !overlaps(src, dst)) {
+      if (DeviceCopyKernel kernel = deviceCopyKernel()) {
+        const c10::DeviceGuard guard(dst.device());
+        if (kernel(dst, src)) return Tier::Generated;
+      }
     }
     Staged s;
     {
@@ -150,7 +163,7 @@ void copyImpl(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
     }
     const c10::DeviceGuard guard(dst.device());
     writeFromHost(dst, s.view);
-    return;
+    return Tier::Core;
   }
 
   const at::Tensor& device_side = dst_on_device ? dst : src;
@@ -164,27 +177,26 @@ void copyImpl(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
       Staged s = stageToHost(src);
       const_cast<at::Tensor&>(dst).copy_(s.view);
     }
-    return;
+    return Tier::Core;
   }
   const flagosMemcpyKind_t kind =
       dst_on_device ? FLAGOS_MEMCPY_HOST_TO_DEVICE : FLAGOS_MEMCPY_DEVICE_TO_HOST;
   copyAsync(dst.mutable_data_ptr(), src.const_data_ptr(), bytes, kind, stream);
   // Pinned + non_blocking: return at once; the pinned block lives until
   // the stream has passed the copy (Note [Pinned blocks outlive their tensors]).
-  if (non_blocking && recordPinnedUse(host_side.storage().data_ptr(), stream)) return;
+  if (non_blocking && recordPinnedUse(host_side.storage().data_ptr(), stream)) return Tier::Core;
   syncStream(stream);
+  return Tier::Core;
 }
 
 at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  count("aten::_copy_from");
-  copyImpl(self, dst, non_blocking);
+  recordOpCall("aten::_copy_from", copyImpl(self, dst, non_blocking));
   return dst;
 }
 
 at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
-  count("aten::_copy_from_and_resize");
   dst.resize_(self.sizes());
-  copyImpl(self, dst, /*non_blocking=*/false);
+  recordOpCall("aten::_copy_from_and_resize", copyImpl(self, dst, /*non_blocking=*/false));
   return dst;
 }
 
@@ -259,4 +271,12 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
 }
 
 }  // namespace
+
+void setDeviceCopyKernel(DeviceCopyKernel kernel) {
+  g_device_copy.store(kernel);
+}
+DeviceCopyKernel deviceCopyKernel() {
+  return g_device_copy.load(std::memory_order_acquire);
+}
+
 }  // namespace flagos

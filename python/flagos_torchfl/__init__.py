@@ -39,8 +39,10 @@ from .backend import (  # noqa: E402
     backend_info,
     initialize,
     is_initialized,
+    kernel_cache_stats,
     op_stats,
     reset_op_stats,
+    wait_for_specializations,
 )
 
 try:
@@ -57,8 +59,10 @@ __all__ = [
     "config",
     "initialize",
     "is_initialized",
+    "kernel_cache_stats",
     "op_stats",
     "reset_op_stats",
+    "wait_for_specializations",
 ]
 
 _importing = False

@@ -8,6 +8,7 @@ let the core discover/probe/load a plugin and map devices, then register the
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from pathlib import Path
@@ -184,6 +185,7 @@ def backend_info(verbose: bool = True) -> dict[str, Any]:
         "devices": devices,
         "native_kernels": raw["native_kernels"],
         "compiler": raw["compiler"],
+        "kernel_cache": kernel_cache_stats(),
         "collectives": raw["collectives"] or "host (gloo)",
         "comm": distributed.comm_info(),
         "discovery": [dict(r) for r in C._discovery_report()],
@@ -217,6 +219,7 @@ def format_backend_info(info: dict[str, Any]) -> str:
     rows += [
         ["native kernels", str(info["native_kernels"])],
         ["compiler", info["compiler"] or "none (no generated kernels)"],
+        ["kernel cache", format_kernel_cache(info["kernel_cache"])],
         ["collectives", info["collectives"]],
         ["comm route", f"{info['comm']['route']} ({info['comm']['library']})"],
     ]
@@ -234,6 +237,62 @@ def format_backend_info(info: dict[str, Any]) -> str:
     else:
         lines.append("    (no candidates)")
     return "\n".join(lines)
+
+
+def kernel_cache_stats() -> dict[str, Any]:
+    """The generated tier's kernel cache: policy and counters, summed over devices.
+
+    Keys: ``policy`` (FLAGOS_SPECIALIZE), ``compiler`` (language or None),
+    ``launches``, ``specialized_launches``, ``declined`` (calls the generator
+    did not cover), ``failed_calls`` (calls that met a failed compile), the
+    cache counters ``memory_hits``, ``memory_misses``, ``disk_hits``,
+    ``disk_writes``, ``disk_corrupt``, ``disk_evictions``, ``sync_builds``
+    (compiles a call waited for), ``async_builds`` (background
+    specializations), ``build_failures``, ``async_pending``,
+    ``build_seconds``, ``entries``, and ``devices`` (the same per device).
+    """
+    _require_initialized()
+    op = getattr(torch.ops.flagos, "_kernel_cache_stats", None)
+    if op is None:  # a core built without the catalog has no generated tier
+        return {"policy": "off", "compiler": None, "devices": []}
+    raw = json.loads(op())
+    for key in _CACHE_COUNTERS:
+        raw[key] = sum(d[key] for d in raw["devices"])
+    return raw
+
+
+_CACHE_COUNTERS = (
+    "memory_hits",
+    "memory_misses",
+    "disk_hits",
+    "disk_writes",
+    "disk_corrupt",
+    "disk_evictions",
+    "sync_builds",
+    "async_builds",
+    "build_failures",
+    "async_pending",
+    "build_seconds",
+    "entries",
+)
+
+
+def wait_for_specializations() -> None:
+    """Block until background kernel specialization is idle (tests, benchmarks)."""
+    _require_initialized()
+    op = getattr(torch.ops.flagos, "_kernel_cache_wait", None)
+    if op is not None:
+        op()
+
+
+def format_kernel_cache(stats: dict[str, Any]) -> str:
+    """One line: policy, kernels held, compiles and disk hits."""
+    if not stats.get("compiler"):
+        return "- (no compiler)"
+    return (
+        f"specialize {stats['policy']}, {stats['entries']} kernels, "
+        f"{stats['sync_builds']}+{stats['async_builds']} builds, {stats['disk_hits']} disk hits"
+    )
 
 
 def format_op_stats(stats: dict[str, dict[str, int]]) -> str:

@@ -104,8 +104,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "FLAGOS_AUTOCOMPARE",
         "0",
         "core",
-        "`1`: replay every catalog operator call that ran on the device (native or "
-        "decomposition tier) on CPU copies of its inputs and compare each output (integers "
+        "`1`: replay every catalog operator call that ran on the device (native, generated "
+        "or decomposition tier) on CPU copies of its inputs and compare each output (integers "
         "exact; float32 rtol=atol=1e-4); the first divergence is printed to stderr, all are "
         "counted (`torch.ops.flagos._autocompare_report()`). `raise`: raise a RuntimeError "
         'instead. Also `torch.ops.flagos._set_autocompare("1")`. Slow: for debugging.',
@@ -130,6 +130,15 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "Memory of each `host` device in bytes, at least 4K, with an optional suffix `K`, "
         "`M`, `G`, `T` (also `KB`, `KiB`, ...; all powers of 1024), e.g. `64M`. Unset: half "
         "of the physical RAM. Allocations beyond it raise `torch.OutOfMemoryError`.",
+    ),
+    EnvVar(
+        "FLAGOS_HOST_CC",
+        "cc",
+        "host plugin",
+        "C compiler the `host` plugin runs (no shell) to build generated kernels (language "
+        "`c`): a program on `PATH` or a path, optionally followed by space-separated words "
+        "(`ccache cc`). Read at every build. Missing: builds fail and operators take the "
+        "other tiers.",
     ),
     EnvVar(
         "FLAGOS_HOST_COMM_TIMEOUT_MS",
@@ -157,9 +166,40 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar(
         "FLAGOS_CACHE_DIR",
         "",
-        "python",
-        "Folder of the kernel cache (generated kernels). Unset: `~/.cache/flagos`. "
-        "`flagos-torchfl doctor` checks that it is writable.",
+        "core",
+        "Folder of the kernel cache: generated kernels are kept in its `kernels/` folder, "
+        "shared by processes. Unset: `$XDG_CACHE_HOME/flagos`, else `~/.cache/flagos`. An "
+        "unwritable folder leaves the cache in memory (one warning). `flagos-torchfl doctor` "
+        "checks that it is writable.",
+    ),
+    EnvVar(
+        "FLAGOS_CACHE_MAX_BYTES",
+        "512MiB",
+        "core",
+        "Bound of the on-disk kernel cache (bytes, or with K/KiB, M/MiB, G/GiB); least recently "
+        "used kernels are removed first.",
+    ),
+    EnvVar(
+        "FLAGOS_SPECIALIZE",
+        "after:3",
+        "core",
+        "When a shape-specialized generated kernel is built in the background: `off` (generic "
+        "kernels only), `eager` (on a shape's first call), `after:N` (on its N-th call). Calls "
+        "never wait for it: the generic kernel runs until it is ready.",
+    ),
+    EnvVar(
+        "FLAGOS_COMPILE_THREADS",
+        "1",
+        "core",
+        "Threads of the background compiler pool that builds specialized kernels (1-64).",
+    ),
+    EnvVar(
+        "FLAGOS_KERNEL_FAULT",
+        "",
+        "core",
+        "Testing only: a semantic operator ID whose generated kernel sources get a compile error "
+        "appended (to prove a failed build falls to the next tier and is reported). Only builds "
+        "see it: use a fresh `FLAGOS_CACHE_DIR`, or the good kernel is loaded from disk.",
     ),
     EnvVar(
         "FLAGOS_CONFORMANCE_PLUGIN",
@@ -242,8 +282,10 @@ def amp_dtype() -> str | None:
 
 
 def cache_dir() -> str:
-    """FLAGOS_CACHE_DIR, else ~/.cache/flagos (expanded)."""
-    return os.path.expanduser(_get("FLAGOS_CACHE_DIR") or "~/.cache/flagos")
+    """FLAGOS_CACHE_DIR, else $XDG_CACHE_HOME/flagos, else ~/.cache/flagos (as the core)."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    default = os.path.join(xdg, "flagos") if xdg else "~/.cache/flagos"
+    return os.path.expanduser(_get("FLAGOS_CACHE_DIR") or default)
 
 
 def no_color() -> bool:

@@ -1,7 +1,7 @@
 """Shared set-up of the Python tests.
 
-The test process brings the `host` backend up once (one device, the default
-memory). PrivateUse1 can be set up once per process, so every test that needs
+The test process brings the `host` backend (or FLAGOS_BACKEND's) up once (one
+device, the default memory). PrivateUse1 can be set up once per process, so every test that needs
 another configuration (broken plugins, two devices, a memory limit, autoload,
 logging) runs its code in a fresh interpreter through `run_python`.
 
@@ -40,8 +40,11 @@ except ImportError as err:  # the core is not built (yet)
     if os.environ.get("CI"):
         raise
 
+# The backend under test: host, unless FLAGOS_BACKEND names another (CI runs
+# the OpInfo sweep and the model tests a second time with FLAGOS_BACKEND=opencl).
+BACKEND = ft.config.backend() or "host"
 if CORE_ERROR is None:
-    ft.initialize(backend="host")
+    ft.initialize(backend=BACKEND)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -58,8 +61,16 @@ def pytest_configure(config):
 
 
 def clean_env(**overrides: str) -> dict[str, str]:
-    """os.environ without FLAGOS_* (so the parent's settings never leak), plus overrides."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_")}
+    """os.environ without FLAGOS_* (so the parent's settings never leak), plus overrides.
+
+    FLAGOS_CACHE_DIR is kept: generated kernels go where the test run keeps
+    them (scripts/test.sh: build/kernel-cache), not into the user's cache.
+    """
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("FLAGOS_") or k == "FLAGOS_CACHE_DIR"
+    }
     package_root = str(Path(ft.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     env.update(overrides)

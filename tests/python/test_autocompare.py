@@ -86,7 +86,7 @@ def test_a_correct_model_run_reports_no_divergence():
     for op in ("aten::convolution", "aten::mm", "aten::add_.Tensor", "aten::mul.out"):
         assert rows.get(op, {}).get("checked", 0) >= 1, (op, sorted(rows))
     tiers = {r["tier"] for r in rows.values()}
-    assert tiers <= {"native", "decomposition"}, tiers
+    assert tiers <= {"native", "generated", "decomposition"}, tiers
     # every checked overload really ran on that tier
     for op, r in rows.items():
         assert out["stats"][op].get(r["tier"], 0) >= 1, (op, out["stats"][op])
@@ -97,7 +97,7 @@ def test_off_by_default_checks_nothing():
     assert out["rows"] == []
 
 
-def test_decomposition_tier_is_checked():
+def test_decomposition_tier_is_checked(tmp_path):
     code = """
     import json, torch, flagos_torchfl as ft
     ft.initialize(backend="host")
@@ -106,12 +106,43 @@ def test_decomposition_tier_is_checked():
     print(json.dumps({"rows": [json.loads(r) for r in torch.ops.flagos._autocompare_report()],
                       "stats": ft.op_stats()}))
     """
-    out = report(run(code, FLAGOS_AUTOCOMPARE="1", FLAGOS_OP_MEAN="generated"))
+    # Route past the native kernel, and break the generated one: decomposition.
+    out = report(
+        run(
+            code,
+            FLAGOS_AUTOCOMPARE="1",
+            FLAGOS_OP_MEAN="generated",
+            FLAGOS_KERNEL_FAULT="mean",
+            FLAGOS_CACHE_DIR=str(tmp_path),  # a fresh cache: the broken source is compiled
+        )
+    )
     rows = {r["op"]: r for r in out["rows"]}
     if out["stats"].get("aten::mean", {}).get("decomposition", 0) == 0:
         pytest.skip(f"aten::mean did not decompose here: {out['stats'].get('aten::mean')}")
     assert rows["aten::mean"]["tier"] == "decomposition"
     assert rows["aten::mean"]["mismatches"] == 0
+
+
+def test_generated_tier_is_checked():
+    code = """
+    import json, torch, flagos_torchfl as ft
+    ft.initialize(backend="host")
+    a = torch.randn(4, 5, device="flagos")
+    torch.sigmoid(a)
+    print(json.dumps({"rows": [json.loads(r) for r in torch.ops.flagos._autocompare_report()],
+                      "stats": ft.op_stats()}))
+    """
+    proc = run(
+        code,
+        FLAGOS_AUTOCOMPARE="1",
+        FLAGOS_OP_SIGMOID="generated",
+        FLAGOS_AUTOCOMPARE_INJECT="sigmoid",
+    )
+    out = report(proc)
+    rows = {r["op"]: r for r in out["rows"]}
+    assert rows["aten::sigmoid"]["tier"] == "generated", rows
+    assert rows["aten::sigmoid"]["mismatches"] == 1, rows
+    assert "tier generated" in proc.stderr, proc.stderr
 
 
 def test_a_wrong_kernel_is_reported_once_and_counted():

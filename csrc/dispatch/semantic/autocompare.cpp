@@ -1,6 +1,6 @@
 // Note [Autocompare]
 // FLAGOS_AUTOCOMPARE=1 (or torch.ops.flagos._set_autocompare("1")) checks
-// every catalog call that ran on the native or the decomposition tier against
+// every catalog call that ran on the native, generated or decomposition tier against
 // ATen's CPU kernel:
 //  - before the call, every tensor argument is copied to the CPU (in-place
 //    and out= variants overwrite theirs);
@@ -313,7 +313,9 @@ AutocompareCall::AutocompareCall(const c10::OperatorHandle& op, const std::strin
 AutocompareCall::~AutocompareCall() = default;
 
 void AutocompareCall::check(Tier tier, const torch::jit::Stack& stack) {
-  if (!s_->replayable || (tier != Tier::Native && tier != Tier::Decomposition)) return;
+  if (!s_->replayable ||
+      (tier != Tier::Native && tier != Tier::Generated && tier != Tier::Decomposition))
+    return;
   Guard guard;
   const c10::OperatorHandle& op = *s_->op;
   const c10::FunctionSchema& schema = op.schema();

@@ -16,7 +16,11 @@
 //     promoted dtype. The kernel is called on the current stream of the
 //     output's device. NOT_SUPPORTED / FALLBACK from the kernel, or no
 //     kernel at all, moves on to the next tier; other statuses raise.
-//  2. generated: not yet (the generator lands with the next issue).
+//  2. generated: a kernel from the generator and the kernel cache
+//     (generated_tier.h), for operators whose catalog row has a recipe, on
+//     backends with a compiler table. Same prepared call as tier 1; the
+//     generator declining the call (a dtype it lacks, a failed compile) moves
+//     on, and a failed compile is reported once.
 //  3. decomposition: the overload's CompositeExplicitAutograd kernel, which
 //     re-enters the dispatcher with catalog ops. See Note [Reaching the
 //     composite kernel].
@@ -65,6 +69,7 @@
 #include "dispatch/op_stats.h"
 #include "dispatch/semantic/autocompare.h"
 #include "dispatch/semantic/catalog.h"
+#include "dispatch/semantic/generated_tier.h"
 #include "dispatch/semantic/host_tier.h"
 #include "runtime/backend.h"
 #include "runtime/dtype.h"
@@ -143,7 +148,7 @@ class SemanticKernel final : public c10::OperatorKernel {
     // On, calls that may run on the device are replayed on the CPU.
     if (C10_UNLIKELY(autocompareActive()) &&
         (((route == Route::Auto || route == Route::Native) && kernel()) ||
-         (route != Route::Fallback && decomposable_))) {
+         (route != Route::Fallback && (decomposable_ || hasGeneratedKernel(op_index_))))) {
       AutocompareCall check(op, name_, spec_.id, spec_.host_op, mutated_, *stack, num_args_);
       check.check(run(op, route, stack), *stack);
       return;
@@ -156,14 +161,18 @@ class SemanticKernel final : public c10::OperatorKernel {
   Tier run(const c10::OperatorHandle& op, Route route, torch::jit::Stack* stack) {
     if (route == Route::Auto || route == Route::Native) {
       if (flagosKernelFn fn = kernel()) {
-        if (tryNative(op, fn, stack) == Native::Done) {
+        if (tryKernel(op, fn, stack) == Native::Done) {
           recordOpCall(name_, Tier::Native);
           return Tier::Native;
         }
       }
     }
-    // Tier 2 (generated) does not exist yet: FLAGOS_OP_<ID>=generated and
-    // the plain path both continue below.
+    if (route != Route::Fallback && hasGeneratedKernel(op_index_)) {
+      if (tryKernel(op, nullptr, stack) == Native::Done) {
+        recordOpCall(name_, Tier::Generated);
+        return Tier::Generated;
+      }
+    }
     if (route != Route::Fallback && decomposable_) {
       recordOpCall(name_, Tier::Decomposition);
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse3), stack);
@@ -565,7 +574,8 @@ class SemanticKernel final : public c10::OperatorKernel {
     return result;
   }
 
-  Native tryNative(const c10::OperatorHandle& op, flagosKernelFn fn, torch::jit::Stack* stack) {
+  // Tier 1 (fn: the native kernel) or tier 2 (fn == nullptr: generated).
+  Native tryKernel(const c10::OperatorHandle& op, flagosKernelFn fn, torch::jit::Stack* stack) {
     const c10::IValue* args = stack->data() + (stack->size() - num_args_);
 
     // Inputs, and the device they live on.
@@ -669,6 +679,13 @@ class SemanticKernel final : public c10::OperatorKernel {
     // Call.
     c10::DeviceGuard guard(*device);
     flagosStream_t stream = flagos::currentVendorStream(device->index());
+    if (!fn) {
+      const kernels::Call call{out_desc.data(), static_cast<int32_t>(n_out),
+                               in_desc.data(),  static_cast<int32_t>(n_in),
+                               scalars.data(),  static_cast<int32_t>(scalars.size())};
+      if (!runGeneratedKernel(op_index_, device->index(), stream, call)) return Native::Skip;
+      return finish(outputs, shapes, args, stack);
+    }
     const flagosStatus_t status =
         fn(stream, out_desc.data(), static_cast<int32_t>(n_out), in_desc.data(),
            static_cast<int32_t>(n_in), scalars.data(), static_cast<int32_t>(scalars.size()));
@@ -678,8 +695,13 @@ class SemanticKernel final : public c10::OperatorKernel {
       const std::string what = std::string("native kernel '") + spec_.id + "' for " + name_;
       flagos::check(status, what.c_str());
     }
+    return finish(outputs, shapes, args, stack);
+  }
 
-    // Replace the arguments by the returns.
+  // Replaces the arguments on @p stack by the returns.
+  Native finish(c10::SmallVectorImpl<at::Tensor>& outputs,
+                const std::shared_ptr<const MetaResult>& shapes, const c10::IValue* args,
+                torch::jit::Stack* stack) {
     switch (kind_) {
       case OutKind::Functional: {
         torch::jit::drop(*stack, num_args_);

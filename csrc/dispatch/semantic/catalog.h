@@ -55,6 +55,7 @@ struct OpSpec {
   uint32_t promote_mask;  // bit i: inputs[i] takes part in type promotion
   uint32_t mutates_mask;  // bit i: inputs[i] is written although not (a!)
   const char* host_op;    // host tier runs aten::<host_op> instead (or nullptr)
+  const char* expr;       // the generator's expression (or nullptr)
 };
 
 struct OverloadSpec {

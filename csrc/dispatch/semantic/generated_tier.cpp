@@ -1,0 +1,503 @@
+// Tier 2 of the semantic bridge: generated kernels.
+//
+// Note [The generated tier]
+// For a call the bridge prepared (outputs allocated, inputs broadcast and
+// promoted, scalars encoded), this file picks a kernel from the kernel cache
+// of the call's device (csrc/kernels/kernel_cache.h) and launches it through
+// the plugin's compiler table:
+//
+//  - the *generic* kernel of the call's key (dtypes, layout class; no
+//    shapes) is found in memory, or loaded from disk, or compiled on this
+//    thread: only an operator's first call with a dtype/layout waits for a
+//    compiler;
+//  - the *specialized* kernel of the call's exact shape is used once ready.
+//    FLAGOS_SPECIALIZE decides when it is requested from the background
+//    pool: `off`, `eager` (first call of a shape), `after:N` (N-th call of a
+//    shape; the default is after:3). The call that requests it, and every
+//    call until it is ready, runs the generic kernel; nothing waits.
+//
+// A kernel the compiler rejects is reported once on stderr with its build
+// log and counted (kernel_cache_stats()); that key then always takes the
+// next tier. Cache settings come from the environment once per process:
+// FLAGOS_CACHE_DIR, FLAGOS_CACHE_MAX_BYTES, FLAGOS_COMPILE_THREADS.
+#include "dispatch/semantic/generated_tier.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dispatch/device_copy.h"
+#include "dispatch/semantic/catalog.h"
+#include "kernels/kernel_cache.h"
+#include "runtime/backend.h"
+#include "runtime/dtype.h"
+#include "runtime/plugin_loader.h"
+#include "runtime/stream.h"
+
+namespace flagos::semantic {
+namespace {
+
+const char* familyName(Family f) {
+  switch (f) {
+    case Family::Pointwise:
+      return "pointwise";
+    case Family::Reduction:
+      return "reduction";
+    case Family::Normalization:
+      return "normalization";
+    case Family::Gemm:
+      return "gemm";
+    case Family::Convolution:
+      return "convolution";
+    case Family::Pooling:
+      return "pooling";
+    case Family::Index:
+      return "index";
+    case Family::Shape:
+      return "shape";
+    case Family::Random:
+      return "random";
+    case Family::Loss:
+      return "loss";
+    case Family::Optimizer:
+      return "optimizer";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------- policy ---
+
+struct Policy {
+  enum Kind { Off, Eager, After } kind = After;
+  int64_t after = 3;
+  std::string text = "after:3";
+};
+
+// FLAGOS_SPECIALIZE, parsed once; a malformed value raises naming it.
+const Policy& policy() {
+  static const Policy p = [] {
+    Policy out;
+    const char* env = std::getenv("FLAGOS_SPECIALIZE");
+    if (!env || !*env) return out;
+    const std::string v(env);
+    out.text = v;
+    if (v == "off") {
+      out.kind = Policy::Off;
+    } else if (v == "eager") {
+      out.kind = Policy::Eager;
+    } else if (v.rfind("after:", 0) == 0) {
+      char* end = nullptr;
+      const long long n = std::strtoll(v.c_str() + 6, &end, 10);
+      TORCH_CHECK(end && *end == '\0' && n >= 1, "FLAGOS_SPECIALIZE='", v,
+                  "': expected off, eager or after:N with N >= 1");
+      out.kind = Policy::After;
+      out.after = n;
+    } else {
+      TORCH_CHECK(false, "FLAGOS_SPECIALIZE='", v, "': expected off, eager or after:N with N >= 1");
+    }
+    return out;
+  }();
+  return p;
+}
+
+uint64_t parseBytes(const char* name, const char* text, uint64_t fallback) {
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  std::string unit(end ? end : "");
+  uint64_t scale = 1;
+  if (unit == "" || unit == "B") {
+    scale = 1;
+  } else if (unit == "KiB" || unit == "K") {
+    scale = uint64_t{1} << 10;
+  } else if (unit == "MiB" || unit == "M") {
+    scale = uint64_t{1} << 20;
+  } else if (unit == "GiB" || unit == "G") {
+    scale = uint64_t{1} << 30;
+  } else {
+    TORCH_CHECK(false, name, "='", text, "': expected bytes, e.g. 512MiB");
+  }
+  TORCH_CHECK(v >= 0, name, "='", text, "': must not be negative");
+  return static_cast<uint64_t>(v * static_cast<double>(scale));
+}
+
+std::string defaultCacheDir() {
+  if (const char* dir = std::getenv("FLAGOS_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/flagos";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/flagos";
+  return "";
+}
+
+// ------------------------------------------------------- per-op recipes ---
+
+class Recipes {
+ public:
+  static Recipes& get() {
+    static Recipes* r = new Recipes();  // leaked: used until exit
+    return *r;
+  }
+  // Null when op has no recipe.
+  const kernels::Recipe* find(int op) {
+    int s = state_[op].load(std::memory_order_acquire);
+    if (s == 2) return recipes_[op].get();
+    if (s == 1) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    s = state_[op].load(std::memory_order_relaxed);
+    if (s == 0) {
+      const OpSpec& spec = kOps[op];
+      kernels::OpInfo info;
+      info.id = spec.id;
+      info.family = familyName(spec.family);
+      info.expr = spec.expr ? spec.expr : "";
+      for (int i = 0; i < spec.num_inputs; ++i) info.inputs.emplace_back(spec.inputs[i]);
+      for (int i = 0; i < spec.num_scalars; ++i) info.scalars.emplace_back(spec.scalars[i].name);
+      info.num_outputs = spec.num_outputs;
+      std::string why;
+      recipes_[op] = kernels::makeRecipe(info, &why);
+      if (!recipes_[op]) why_not_[op] = why;
+      s = recipes_[op] ? 2 : 1;
+      state_[op].store(s, std::memory_order_release);
+    }
+    return s == 2 ? recipes_[op].get() : nullptr;
+  }
+  std::string whyNot(int op) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return why_not_[op];
+  }
+
+ private:
+  Recipes() : state_(new std::atomic<int>[kNumOps]), recipes_(kNumOps), why_not_(kNumOps) {
+    for (int i = 0; i < kNumOps; ++i) state_[i].store(0);
+  }
+  std::mutex mu_;
+  std::unique_ptr<std::atomic<int>[]> state_;  // 0 unknown, 1 none, 2 ready
+  std::vector<std::shared_ptr<const kernels::Recipe>> recipes_;
+  std::vector<std::string> why_not_;
+};
+
+// ------------------------------------------------- per-device generators ---
+
+struct DeviceGenerator {
+  std::unique_ptr<kernels::KernelCache> cache;
+  kernels::Target target;
+  // Calls seen per specialized key (FLAGOS_SPECIALIZE=after:N); bounded.
+  std::mutex seen_mu;
+  std::unordered_map<kernels::KernelKey, int64_t, kernels::KernelKeyHash> seen;
+  // Keys whose compile failed and was reported.
+  std::mutex failed_mu;
+  std::unordered_map<kernels::KernelKey, bool, kernels::KernelKeyHash> reported;
+};
+
+std::atomic<uint64_t> g_declined{0};  // calls the generator declined (dtype, rank, ...)
+std::atomic<uint64_t> g_failed{0};    // calls that met a failed compile
+std::atomic<uint64_t> g_launches{0};  // generic + specialized launches
+std::atomic<uint64_t> g_specialized_launches{0};
+
+// Whether the device compiles double-precision code: a tiny probe build.
+bool probeFp64(const flagosCompilerTable* c, int32_t physical) {
+  if (std::strcmp(c->language, "opencl-c") != 0) return true;
+  const char* src =
+      "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+      "__kernel void flagos_fp64_probe(__global double* p, ulong off) { p[0] = 1.0; }\n";
+  flagosProgram_t program = nullptr;
+  if (c->programBuild(physical, src, "", &program) != FLAGOS_SUCCESS) return false;
+  c->programDestroy(program);
+  return true;
+}
+
+class Generators {
+ public:
+  static Generators& get() {
+    static Generators* g = new Generators();  // leaked: kernels may run at exit
+    return *g;
+  }
+  DeviceGenerator& device(c10::DeviceIndex logical) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Registered on first use, so it runs before the exit handlers of the
+    // SDK loaded earlier: no background compile may be inside the SDK's
+    // compiler while it tears down (seen as a crash at exit with PoCL).
+    static const bool stop_at_exit = (std::atexit([] { Generators::get().stopAll(); }), true);
+    (void)stop_at_exit;
+    auto& slot = devices_[logical];
+    if (!slot) slot = create(logical);
+    return *slot;
+  }
+  void stopAll() {
+    for (DeviceGenerator* d : all()) d->cache->stopBackground();
+  }
+  std::vector<DeviceGenerator*> all() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<DeviceGenerator*> out;
+    for (auto& [index, d] : devices_) out.push_back(d.get());
+    return out;
+  }
+
+ private:
+  std::unique_ptr<DeviceGenerator> create(c10::DeviceIndex logical) {
+    const Backend& b = backend();
+    const flagosCompilerTable* compiler = b.tables.compiler;
+    const int32_t physical = physicalDevice(logical);
+    flagosDeviceProperties props{};
+    props.struct_size = sizeof(props);
+    check(b.tables.device->getProperties(physical, &props), "getProperties");
+    auto d = std::make_unique<DeviceGenerator>();
+    d->target.language = compiler->language;
+    d->target.fp64 = probeFp64(compiler, physical);
+    kernels::CacheConfig config;
+    const std::string root = defaultCacheDir();
+    config.dir = root.empty() ? "" : root + "/kernels";
+    config.max_disk_bytes = parseBytes(
+        "FLAGOS_CACHE_MAX_BYTES", std::getenv("FLAGOS_CACHE_MAX_BYTES"), config.max_disk_bytes);
+    if (const char* t = std::getenv("FLAGOS_COMPILE_THREADS"); t && *t) {
+      char* end = nullptr;
+      const long n = std::strtol(t, &end, 10);
+      TORCH_CHECK(end && *end == '\0' && n >= 1 && n <= 64, "FLAGOS_COMPILE_THREADS='", t,
+                  "': expected a number of threads from 1 to 64");
+      config.compile_threads = static_cast<int>(n);
+    }
+    // Everything that changes the binary: backend, driver, device model.
+    config.device_arch = b.name + "|" + b.probe.sdk_version + "|" + b.probe.driver_version + "|" +
+                         std::string(props.arch, strnlen(props.arch, sizeof(props.arch))) + "|" +
+                         std::string(props.name, strnlen(props.name, sizeof(props.name))) +
+                         (d->target.fp64 ? "|fp64" : "");
+    config.last_error = [] { return detail::lastError(backend().tables); };
+    d->cache = std::make_unique<kernels::KernelCache>(compiler, physical, std::move(config));
+    return d;
+  }
+  std::mutex mu_;
+  std::unordered_map<c10::DeviceIndex, std::unique_ptr<DeviceGenerator>> devices_;
+};
+
+// FLAGOS_KERNEL_FAULT (testing): the semantic ID whose sources are broken.
+const std::string& faultyOp() {
+  static const std::string op = [] {
+    const char* env = std::getenv("FLAGOS_KERNEL_FAULT");
+    return std::string(env ? env : "");
+  }();
+  return op;
+}
+
+kernels::Source emitFor(const char* id, const kernels::Recipe& recipe,
+                        const kernels::Signature& sig, kernels::Variant variant,
+                        const kernels::Target& target) {
+  kernels::Source source = kernels::emit(recipe, sig, variant, target);
+  if (!faultyOp().empty() && faultyOp() == id)
+    source.text += "\n#error FLAGOS_KERNEL_FAULT injected a compile error\n";
+  return source;
+}
+
+bool hasCompiler() {
+  static const bool has = isInitialized() && backend().tables.compiler != nullptr;
+  return has;
+}
+
+// Whether a specialized kernel should be requested now for @p key.
+bool specializationDue(DeviceGenerator& d, const kernels::KernelKey& key) {
+  const Policy& p = policy();
+  if (p.kind == Policy::Eager) return true;
+  std::lock_guard<std::mutex> lock(d.seen_mu);
+  if (d.seen.size() > 65536) d.seen.clear();  // bounded; worst case a late request
+  return ++d.seen[key] == p.after;
+}
+
+void reportFailure(DeviceGenerator& d, const kernels::KernelKey& key, const char* id,
+                   const char* what) {
+  g_failed.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(d.failed_mu);
+  if (d.reported.emplace(key, true).second) {
+    std::fprintf(stderr,
+                 "[flagos] generated kernel for '%s' failed to build; this call and later ones "
+                 "with the same types take the next tier:\n%s\n",
+                 id, what);
+  }
+}
+
+}  // namespace
+
+bool hasGeneratedKernel(int op) {
+  return hasCompiler() && Recipes::get().find(op) != nullptr;
+}
+
+namespace {
+
+// The generated tier for one prepared call of semantic op @p id.
+bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceIndex device,
+                     flagosStream_t stream, const kernels::Call& call) {
+  DeviceGenerator& d = Generators::get().device(device);
+  const flagosCompilerTable* compiler = backend().tables.compiler;
+
+  kernels::KernelKey generic;
+  std::string why;
+  if (!kernels::keyFor(*recipe, call, kernels::Variant::Generic, d.target, &generic, &why)) {
+    g_declined.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  const kernels::CompiledKernel* kernel = nullptr;
+  bool specialized = false;
+  if (policy().kind != Policy::Off) {
+    kernels::KernelKey key;
+    if (kernels::keyFor(*recipe, call, kernels::Variant::Specialized, d.target, &key, &why)) {
+      kernel = d.cache->find(key);
+      specialized = kernel != nullptr;
+      if (!kernel && specializationDue(d, key)) {
+        auto sig = kernels::signatureOf(*recipe, call);
+        // The recipe outlives the build: recipes are kept until exit.
+        const kernels::Target target = d.target;
+        d.cache->buildAsync(key, [id, recipe, sig, target] {
+          return emitFor(id, *recipe, *sig, kernels::Variant::Specialized, target);
+        });
+      }
+    }
+  }
+  if (!kernel) {
+    kernel = d.cache->find(generic);
+    if (!kernel) {
+      try {
+        auto sig = kernels::signatureOf(*recipe, call);
+        kernel = d.cache->getOrBuild(generic, [&] {
+          return emitFor(id, *recipe, *sig, kernels::Variant::Generic, d.target);
+        });
+      } catch (const kernels::BuildError& e) {
+        reportFailure(d, generic, id, e.what());
+        return false;
+      }
+    }
+  }
+
+  kernels::Launch launch;
+  kernels::pack(*recipe, call, d.target, &launch);
+  g_launches.fetch_add(1, std::memory_order_relaxed);
+  if (specialized) g_specialized_launches.fetch_add(1, std::memory_order_relaxed);
+  if (launch.global == 0) return true;
+  const flagosStatus_t status = compiler->kernelLaunch(
+      kernel->program, kernel->kernel_name.c_str(), launch.args.data(),
+      static_cast<int32_t>(launch.args.size()), 1, &launch.global, nullptr, stream);
+  if (status != FLAGOS_SUCCESS) {
+    const std::string what = std::string("generated kernel '") + id + "' launch";
+    check(status, what.c_str());
+  }
+  return true;
+}
+
+}  // namespace
+
+bool runGeneratedKernel(int op, c10::DeviceIndex device, flagosStream_t stream,
+                        const kernels::Call& call) {
+  const kernels::Recipe* recipe = Recipes::get().find(op);
+  return recipe && launchGenerated(kOps[op].id, recipe, device, stream, call);
+}
+
+namespace {
+
+// Note [Generated copies]
+// Device-to-device copies that change layout or dtype (x.t().contiguous(),
+// .to(dtype), broadcasting copy_) would otherwise be staged through the host
+// (copy_ops.cpp, Note [Staging through the host]). A generated pointwise
+// kernel with the expression `self` does them on the device: the source is
+// described with dst's shape (broadcast dims get stride 0) and the
+// generator casts on load. copy_ops.cpp counts such a copy on the generated
+// tier of aten::_copy_from.
+const kernels::Recipe* copyRecipe() {
+  static const std::shared_ptr<const kernels::Recipe> recipe = [] {
+    kernels::OpInfo info;
+    info.id = "copy";
+    info.family = "pointwise";
+    info.expr = "self";
+    info.inputs = {"self"};
+    std::string why;
+    return kernels::makeRecipe(info, &why);
+  }();
+  return recipe.get();
+}
+
+bool describeForCopy(const at::Tensor& t, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                     flagosTensor& d) {
+  const auto dtype = toVendorDtype(t.scalar_type());
+  if (!dtype || sizes.size() > FLAGOS_MAX_DIMS) return false;
+  d.data = const_cast<void*>(t.const_data_ptr());
+  d.dtype = *dtype;
+  d.ndim = static_cast<int32_t>(sizes.size());
+  d.shape = sizes.empty() ? nullptr : sizes.data();
+  d.strides = strides.empty() ? nullptr : strides.data();
+  return true;
+}
+
+bool generatedCopy(const at::Tensor& dst, const at::Tensor& src) {
+  if (!hasCompiler() || !copyRecipe() || src.is_conj() || src.is_neg() ||
+      src.device() != dst.device() || dst.numel() == 0)
+    return false;
+  const at::Tensor source = src.expand(dst.sizes());
+  flagosTensor out{}, in{};
+  if (!describeForCopy(dst, dst.sizes(), dst.strides(), out) ||
+      !describeForCopy(source, source.sizes(), source.strides(), in))
+    return false;
+  const kernels::Call call{&out, 1, &in, 1, nullptr, 0};
+  const c10::DeviceIndex device = dst.device().index();
+  return launchGenerated("copy", copyRecipe(), device, currentVendorStream(device), call);
+}
+
+const bool kCopyRegistered = (setDeviceCopyKernel(&generatedCopy), true);
+
+}  // namespace
+
+std::string kernelCacheStatsJson() {
+  std::ostringstream out;
+  out << "{\"policy\": \"" << policy().text << "\", \"compiler\": ";
+  if (hasCompiler()) {
+    out << "\"" << backend().tables.compiler->language << "\"";
+  } else {
+    out << "null";
+  }
+  out << ", \"launches\": " << g_launches.load()
+      << ", \"specialized_launches\": " << g_specialized_launches.load()
+      << ", \"declined\": " << g_declined.load() << ", \"failed_calls\": " << g_failed.load()
+      << ", \"devices\": [";
+  bool first = true;
+  for (DeviceGenerator* d : Generators::get().all()) {
+    const kernels::CacheStats s = d->cache->stats();
+    out << (first ? "" : ", ") << "{\"memory_hits\": " << s.memory_hits
+        << ", \"memory_misses\": " << s.memory_misses << ", \"disk_hits\": " << s.disk_hits
+        << ", \"disk_writes\": " << s.disk_writes << ", \"disk_corrupt\": " << s.disk_corrupt
+        << ", \"disk_evictions\": " << s.disk_evictions << ", \"sync_builds\": " << s.sync_builds
+        << ", \"async_builds\": " << s.async_builds << ", \"build_failures\": " << s.build_failures
+        << ", \"async_pending\": " << s.async_pending << ", \"build_seconds\": " << s.build_seconds
+        << ", \"entries\": " << s.entries << ", \"fp64\": " << (d->target.fp64 ? "true" : "false")
+        << "}";
+    first = false;
+  }
+  out << "]}";
+  return out.str();
+}
+
+void waitForSpecializations() {
+  for (DeviceGenerator* d : Generators::get().all()) d->cache->waitIdle();
+}
+
+std::string generatedRecipeReport() {
+  std::ostringstream out;
+  for (int i = 0; i < kNumOps; ++i) {
+    const bool has = Recipes::get().find(i) != nullptr;
+    out << kOps[i].id << "\t" << (has ? "recipe" : Recipes::get().whyNot(i)) << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace flagos::semantic
+
+TORCH_LIBRARY_FRAGMENT(flagos, m) {
+  m.def("_kernel_cache_stats() -> str", [] { return flagos::semantic::kernelCacheStatsJson(); });
+  m.def("_kernel_cache_wait() -> ()", [] { flagos::semantic::waitForSpecializations(); });
+  m.def("_generated_recipes() -> str", [] { return flagos::semantic::generatedRecipeReport(); });
+}
