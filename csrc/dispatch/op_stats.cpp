@@ -12,11 +12,12 @@ namespace flagos {
 namespace {
 
 constexpr size_t kTiers = 5;
-using Counters = std::array<std::atomic<uint64_t>, kTiers>;
+using Counters = OpCounters;
 
 struct Registry {
   std::shared_mutex mutex;
-  // unique_ptr: counters keep their address while the map rehashes.
+  // unique_ptr: counters keep their address while the map rehashes, and
+  // entries are never erased (opCounters() pointers stay valid).
   std::unordered_map<std::string, std::unique_ptr<Counters>> ops;
 };
 
@@ -26,6 +27,8 @@ Registry& registry() {
 }
 
 }  // namespace
+
+struct OpCounters : std::array<std::atomic<uint64_t>, kTiers> {};
 
 const char* tierName(Tier tier) {
   switch (tier) {
@@ -43,13 +46,12 @@ const char* tierName(Tier tier) {
   return "unknown";
 }
 
-bool recordOpCall(const std::string& op, Tier tier) {
+OpCounters* opCounters(const std::string& op) {
   Registry& r = registry();
-  const auto t = static_cast<size_t>(tier);
   {
     std::shared_lock<std::shared_mutex> lock(r.mutex);
     auto it = r.ops.find(op);
-    if (it != r.ops.end()) return (*it->second)[t].fetch_add(1, std::memory_order_relaxed) == 0;
+    if (it != r.ops.end()) return it->second.get();
   }
   std::unique_lock<std::shared_mutex> lock(r.mutex);
   auto& slot = r.ops[op];
@@ -57,7 +59,15 @@ bool recordOpCall(const std::string& op, Tier tier) {
     slot = std::make_unique<Counters>();
     for (auto& c : *slot) c.store(0, std::memory_order_relaxed);
   }
-  return (*slot)[t].fetch_add(1, std::memory_order_relaxed) == 0;
+  return slot.get();
+}
+
+bool recordOpCall(OpCounters* counters, Tier tier) {
+  return (*counters)[static_cast<size_t>(tier)].fetch_add(1, std::memory_order_relaxed) == 0;
+}
+
+bool recordOpCall(const std::string& op, Tier tier) {
+  return recordOpCall(opCounters(op), tier);
 }
 
 std::map<std::string, std::map<std::string, uint64_t>> opStatsSnapshot() {
@@ -76,7 +86,8 @@ std::map<std::string, std::map<std::string, uint64_t>> opStatsSnapshot() {
 void resetOpStats() {
   Registry& r = registry();
   std::unique_lock<std::shared_mutex> lock(r.mutex);
-  r.ops.clear();
+  for (auto& [op, counters] : r.ops)
+    for (auto& c : *counters) c.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace flagos

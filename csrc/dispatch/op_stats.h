@@ -24,6 +24,14 @@ const char* tierName(Tier tier);
 // that tier (callers log once per operator).
 bool recordOpCall(const std::string& op, Tier tier);
 
+// The counters of one operator, at a stable address (never freed; a reset
+// zeroes them): hot paths look them up once and then count with one relaxed
+// atomic add instead of a locked string-hash lookup per call.
+struct OpCounters;
+OpCounters* opCounters(const std::string& op);
+// As recordOpCall(op, tier) for the operator behind @p counters.
+bool recordOpCall(OpCounters* counters, Tier tier);
+
 // Snapshot: op -> tier name -> calls.
 std::map<std::string, std::map<std::string, uint64_t>> opStatsSnapshot();
 void resetOpStats();

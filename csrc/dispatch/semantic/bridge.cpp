@@ -162,23 +162,23 @@ class SemanticKernel final : public c10::OperatorKernel {
     if (route == Route::Auto || route == Route::Native) {
       if (flagosKernelFn fn = kernel()) {
         if (tryKernel(op, fn, stack) == Native::Done) {
-          recordOpCall(name_, Tier::Native);
+          recordOpCall(counters(), Tier::Native);
           return Tier::Native;
         }
       }
     }
     if (route != Route::Fallback && hasGeneratedKernel(op_index_)) {
       if (tryKernel(op, nullptr, stack) == Native::Done) {
-        recordOpCall(name_, Tier::Generated);
+        recordOpCall(counters(), Tier::Generated);
         return Tier::Generated;
       }
     }
     if (route != Route::Fallback && decomposable_) {
-      recordOpCall(name_, Tier::Decomposition);
+      recordOpCall(counters(), Tier::Decomposition);
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse3), stack);
       return Tier::Decomposition;
     }
-    if (recordOpCall(name_, Tier::Fallback) && flagos::logFallback()) {
+    if (recordOpCall(counters(), Tier::Fallback) && flagos::logFallback()) {
       std::fprintf(
           stderr,
           "[flagos] %s (semantic op '%s') has no kernel on backend '%s': running it on the "
@@ -240,6 +240,16 @@ class SemanticKernel final : public c10::OperatorKernel {
     decomposable_ = kOverloads[ov_].decomposable &&
                     !op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse3) &&
                     op.hasComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse3);
+  }
+
+  // This overload's op_stats counters (looked up once).
+  OpCounters* counters() {
+    OpCounters* c = counters_.load(std::memory_order_acquire);
+    if (C10_UNLIKELY(!c)) {
+      c = opCounters(name_);
+      counters_.store(c, std::memory_order_release);
+    }
+    return c;
   }
 
   flagosKernelFn kernel() {
@@ -530,8 +540,9 @@ class SemanticKernel final : public c10::OperatorKernel {
 
   std::shared_ptr<const MetaResult> inferShapes(const c10::OperatorHandle& op,
                                                 const c10::IValue* args) {
-    Key key;
-    key.reserve(64);
+    // A per-thread buffer: building the key allocates nothing once warm.
+    thread_local Key key;
+    key.clear();
     bool cacheable = true;
     for (int i = 0; i < num_args_ && cacheable; ++i) cacheable = keyValue(args[i], key);
     if (cacheable) {
@@ -539,6 +550,7 @@ class SemanticKernel final : public c10::OperatorKernel {
       auto it = cache_.find(key);
       if (it != cache_.end()) return it->second;
     }
+    Key owned = key;  // a miss: the meta kernel may run code that reuses the buffer
     torch::jit::Stack meta;
     meta.reserve(num_args_);
     for (int i = 0; i < num_args_; ++i) meta.push_back(toMetaIValue(args[i]));
@@ -569,7 +581,7 @@ class SemanticKernel final : public c10::OperatorKernel {
     if (cacheable) {
       std::unique_lock<std::shared_mutex> lock(cache_mu_);
       if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-      cache_.emplace(std::move(key), result);
+      cache_.emplace(std::move(owned), result);
     }
     return result;
   }
@@ -654,7 +666,8 @@ class SemanticKernel final : public c10::OperatorKernel {
 
     // Descriptors.
     const size_t n_in = inputs.size(), n_out = outputs.size();
-    c10::SmallVector<DescStore, 8> store(n_in + n_out);
+    c10::SmallVector<DescStore, 8> store;
+    store.resize_for_overwrite(n_in + n_out);  // describe() writes what it uses
     c10::SmallVector<flagosTensor, 8> in_desc(n_in), out_desc(n_out);
     for (size_t i = 0; i < n_out; ++i)
       if (!describe(outputs[i], out_desc[i], store[i])) return Native::Skip;
@@ -753,6 +766,7 @@ class SemanticKernel final : public c10::OperatorKernel {
   std::vector<int> outputs_;
   std::vector<int> mutated_;  // schema indices of `mutates` inputs
 
+  std::atomic<OpCounters*> counters_{nullptr};
   std::atomic<int> kernel_state_{0};
   flagosKernelFn fn_ = nullptr;
 
