@@ -42,6 +42,12 @@ class Dialect {
   // Statement leaving the current work item (C: continue, OpenCL: return).
   virtual const char* skip() const = 0;
   virtual std::string close(const std::string& name, const std::vector<Param>& params) const = 0;
+  // A statement adding @p value to element @p index atomically ("" where
+  // the dialect has none; index.cpp only asks for float32/64, int32/64).
+  virtual std::string atomicAdd(flagosDtype_t dtype, const std::string& ptr,
+                                const std::string& index, const std::string& value) const {
+    return "";
+  }
 };
 
 std::unique_ptr<Dialect> makeCDialect();
@@ -52,5 +58,10 @@ std::unique_ptr<Dialect> dialectFor(const std::string& language);
 // Helpers shared by the dialects' preludes: integer and NaN-propagating
 // float helpers, written once over the macros FLAGOS_I64/FLAGOS_U64/FLAGOS_FN.
 std::string commonHelpers(bool fp64);
+
+// Index / shape kernels (index.cpp): file-scope lines (pragmas) and body.
+std::string indexPrelude(const Recipe& recipe, const Signature& sig, const Target& target);
+std::string indexBody(const Recipe& recipe, const Signature& sig, const Dialect& dl,
+                      const Target& target);
 
 }  // namespace flagos::kernels

@@ -77,6 +77,30 @@ class OpenCLDialect : public Dialect {
            "  const long gid = (long)get_global_id(0);\n  if (gid >= meta.work) return;\n";
   }
   const char* skip() const override { return "return"; }
+  // Floats by compare-and-swap on their bits; 64-bit needs
+  // cl_khr_int64_base_atomics (index.cpp enables it).
+  std::string atomicAdd(flagosDtype_t d, const std::string& ptr, const std::string& i,
+                        const std::string& v) const override {
+    const std::string a = "(" + ptr + " + " + i + ")";
+    switch (d) {
+      case FLAGOS_DTYPE_INT32:
+        return "atomic_add(" + a + ", (int)(" + v + "));";
+      case FLAGOS_DTYPE_INT64:
+        return "atom_add(" + a + ", (long)(" + v + "));";
+      case FLAGOS_DTYPE_FLOAT32:
+        return "{ volatile __global uint* a_ = (volatile __global uint*)" + a +
+               "; const float v_ = (float)(" + v +
+               "); uint old_ = *a_, prev_; do { prev_ = old_; old_ = atomic_cmpxchg(a_, prev_, "
+               "as_uint(as_float(prev_) + v_)); } while (old_ != prev_); }";
+      case FLAGOS_DTYPE_FLOAT64:
+        return "{ volatile __global long* a_ = (volatile __global long*)" + a +
+               "; const double v_ = (double)(" + v +
+               "); long old_ = *a_, prev_; do { prev_ = old_; old_ = atom_cmpxchg(a_, prev_, "
+               "as_long(as_double(prev_) + v_)); } while (old_ != prev_); }";
+      default:
+        return "";
+    }
+  }
   std::string close(const std::string&, const std::vector<Param>&) const override { return "}\n"; }
 };
 

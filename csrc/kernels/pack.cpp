@@ -66,6 +66,8 @@ std::vector<MetaField> metaLayout(const Recipe& recipe, int num_operands) {
                          {"kst[" + std::to_string(num_operands) + "]", kD},
                          {"rst", num_operands < 2 ? 2 : num_operands}});
       break;
+    case RecipeKind::Index:
+      return indexMetaLayout(num_operands);
   }
   return f;
 }
@@ -170,6 +172,9 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
       out->global = static_cast<uint64_t>(rows);
       break;
     }
+    case RecipeKind::Index:
+      out->global = packIndex(recipe, call, target, &meta);
+      break;
   }
   out->meta.resize(meta.size() * sizeof(int64_t));
   std::memcpy(out->meta.data(), meta.data(), out->meta.size());
@@ -183,12 +188,18 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
     for (int k = 0; k < nops; ++k) sig.operands.push_back({operand(k).dtype, {}, {}});
     floating = classOf(computeDtype(sig)) != ComputeClass::Int;
   }
-  const size_t width = floating && !target.fp64 ? 4 : 8;
-  out->scalar_bytes.resize(width * call.num_scalars);
+  // Every scalar gets an 8-byte slot; a 4-byte float uses its start.
+  out->scalar_bytes.resize(8 * call.num_scalars);
+  std::vector<uint32_t> widths(call.num_scalars);
+  const bool pointwise_floating = floating;
   for (int k = 0; k < call.num_scalars; ++k) {
     const flagosScalar& s = call.scalars[k];
-    uint8_t* dst = out->scalar_bytes.data() + width * k;
+    uint8_t* dst = out->scalar_bytes.data() + 8 * k;
     const bool is_float = isFloating(s.dtype);
+    floating =
+        pointwise_floating || (recipe.kind == RecipeKind::Index && indexFloatScalar(recipe, k));
+    const size_t width = floating && !target.fp64 ? 4 : 8;
+    widths[k] = (uint32_t)width;
     if (floating && width == 8) {
       double v = s.dtype == 0 ? 0.0 : is_float ? s.f : (double)s.i;
       std::memcpy(dst, &v, 8);
@@ -208,7 +219,7 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
   }
   out->args.push_back({FLAGOS_ARG_BYTES, (uint32_t)out->meta.size(), out->meta.data()});
   for (int k = 0; k < call.num_scalars; ++k) {
-    out->args.push_back({FLAGOS_ARG_BYTES, (uint32_t)width, out->scalar_bytes.data() + width * k});
+    out->args.push_back({FLAGOS_ARG_BYTES, widths[k], out->scalar_bytes.data() + 8 * k});
   }
 }
 

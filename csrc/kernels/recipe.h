@@ -12,12 +12,27 @@
 
 namespace flagos::kernels {
 
-enum class RecipeKind : uint8_t { Pointwise, Reduce, Row };
+enum class RecipeKind : uint8_t { Pointwise, Reduce, Row, Index };
 enum class Reducer : uint8_t { Sum, Mean, Prod, Max, Min, Any, All };
 // Where a reduction finds its dims: scalar 0 as a bitmask ({as: dims}),
 // scalar 0 as one dim ({as: dim}), or always every dim.
 enum class DimsArg : uint8_t { Mask, Single, All };
 enum class RowOp : uint8_t { Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
+// Index / shape operators (index.cpp, Note [Index kernels]).
+enum class IndexOp : uint8_t {
+  IndexSelect,
+  Gather,
+  Embedding,
+  ScatterSrc,
+  ScatterValue,
+  ScatterAdd,
+  IndexAdd,
+  Tril,
+  Triu,
+  Flip,
+  Cat,
+  Pad
+};
 
 // How values are computed: int64 for integral and bool, float for float32
 // and the 16-bit types, double for float64.
@@ -39,6 +54,8 @@ struct Recipe {
   Reducer reducer = Reducer::Sum;
   DimsArg dims_arg = DimsArg::All;
   RowOp row = RowOp::Softmax;
+  // Index.
+  IndexOp index_op = IndexOp::IndexSelect;
 };
 
 struct Operand {
@@ -100,5 +117,18 @@ uint64_t dimsMaskOf(const Recipe& recipe, const flagosScalar* scalars, int32_t n
 // Why a pointwise expression cannot be generated for this compute class
 // and set of present scalars ("" when it can). Defined in emit.cpp.
 std::string checkPointwise(const Recipe& recipe, ComputeClass cls, uint32_t present_mask);
+
+// --- index / shape operators (index.cpp) -----------------------------------
+// Fills r's Index fields for a catalog row of family index/shape, or false
+// with *why_not.
+bool makeIndexRecipe(const OpInfo& op, Recipe* r, std::string* why_not);
+bool indexKeyFor(const Recipe& recipe, const Call& call, Variant variant, const Target& target,
+                 KernelKey* key, std::string* why_not);
+// Fills flagos_meta's words; returns the launch's global size.
+uint64_t packIndex(const Recipe& recipe, const Call& call, const Target& target,
+                   std::vector<int64_t>* meta);
+std::vector<MetaField> indexMetaLayout(int num_operands);
+// Whether scalar k is passed as a float (double; float without fp64).
+bool indexFloatScalar(const Recipe& recipe, int k);
 
 }  // namespace flagos::kernels

@@ -152,6 +152,11 @@ std::shared_ptr<const Recipe> makeRecipe(const OpInfo& op, std::string* why_not)
     }
     return fail(why_not, "reduction '" + op.id + "' has no generator recipe");
   }
+  if (op.family == "index" || op.family == "shape") {
+    if (!makeIndexRecipe(op, r.get(), why_not)) return nullptr;
+    r->identity = fnv1a("index\n" + op.id);
+    return r;
+  }
   return fail(why_not, "family '" + op.family + "' is not generated");
 }
 

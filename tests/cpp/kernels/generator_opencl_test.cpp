@@ -281,5 +281,70 @@ TEST(OpenCLGenerated, NoDoubleWithoutFp64) {
   if (k) cl->clReleaseKernel(k);
 }
 
+// --- index / shape recipes (csrc/kernels/index.cpp) -----------------------
+
+std::shared_ptr<const Recipe> indexRecipeFor(const std::string& id) {
+  for (const char* family : {"index", "shape"})
+    for (const auto& row : catalogRows(family))
+      if (row.info.id == id) return makeRecipe(row.info, nullptr);
+  return nullptr;
+}
+
+// Runs @p id through OpenCL and "c"; in place (out is ins[0]) when @p inplace.
+void compareIndex(const std::string& id, std::vector<HostTensor> ins, HostTensor out,
+                  std::vector<flagosScalar> scalars, bool inplace = false) {
+  auto r = indexRecipeFor(id);
+  ASSERT_TRUE(r) << id;
+  std::vector<HostTensor> ins_cl = ins, ins_c = ins;
+  HostTensor out_cl = out, out_c = out;
+  std::vector<HostTensor*> pcl, pc;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    pcl.push_back(inplace && k == 0 ? &out_cl : &ins_cl[k]);
+    pc.push_back(inplace && k == 0 ? &out_c : &ins_c[k]);
+  }
+  ASSERT_TRUE(runOpenCL(Cl::get(), *r, {&out_cl}, pcl, scalars, Variant::Generic));
+  ASSERT_TRUE(runC(*r, {&out_c}, pc, scalars, Variant::Generic));
+  for (int64_t i = 0; i < out.numel(); ++i)
+    EXPECT_NEAR(out_cl.get(i), out_c.get(i), 1e-5 * (1 + std::fabs(out_c.get(i)))) << id << i;
+}
+
+HostTensor indices(std::vector<int64_t> shape, std::vector<int64_t> v) {
+  HostTensor t = HostTensor::contiguous(FLAGOS_DTYPE_INT64, shape);
+  for (size_t i = 0; i < v.size(); ++i) t.set((int64_t)i, (double)v[i]);
+  return t;
+}
+
+TEST(OpenCLGenerated, IndexGatherLike) {
+  REQUIRE_OPENCL();
+  const flagosDtype_t f32 = FLAGOS_DTYPE_FLOAT32;
+  HostTensor x = filled(HostTensor::reversedLayout(f32, {3, 4}), -3, 3, 1);
+  compareIndex("index_select", {x, indices({3}, {2, 0, 7})}, HostTensor::contiguous(f32, {3, 3}),
+               {intScalar(1)});
+  compareIndex("gather", {x, indices({2, 2}, {1, 0, 2, 2})}, HostTensor::contiguous(f32, {2, 2}),
+               {intScalar(0), intScalar(0)});
+  HostTensor h = filled(HostTensor::contiguous(FLAGOS_DTYPE_FLOAT16, {2, 3}), -3, 3, 2);
+  compareIndex("cat", {h, HostTensor::contiguous(FLAGOS_DTYPE_FLOAT16, {0}), h},
+               HostTensor::contiguous(FLAGOS_DTYPE_FLOAT16, {4, 3}), {intScalar(0)});
+  std::vector<flagosScalar> pad(8, intScalar(1));
+  pad.push_back(floatScalar(0.25));
+  compareIndex("constant_pad_nd", {x}, HostTensor::contiguous(f32, {5, 6}), pad);
+  compareIndex("triu", {x}, HostTensor::contiguous(f32, {3, 4}), {intScalar(-1)});
+}
+
+TEST(OpenCLGenerated, IndexScatterAtomics) {
+  REQUIRE_OPENCL();
+  const flagosDtype_t f32 = FLAGOS_DTYPE_FLOAT32;
+  HostTensor x = filled(HostTensor::contiguous(f32, {3, 4}), -3, 3, 1);
+  HostTensor src = filled(HostTensor::contiguous(f32, {4, 4}), -3, 3, 2);
+  HostTensor idx = indices({4, 4}, {0, 1, 2, 0, 0, 1, 2, 0, 1, 1, 1, 1, 2, 2, 0, 0});
+  compareIndex("scatter_add", {x, idx, src}, x, {intScalar(0)}, true);
+  HostTensor xi = filled(HostTensor::contiguous(FLAGOS_DTYPE_INT64, {3, 4}), -9, 9, 3);
+  HostTensor si = filled(HostTensor::contiguous(FLAGOS_DTYPE_INT64, {3, 5}), -9, 9, 4);
+  compareIndex("index_add", {xi, indices({5}, {3, 3, 0, 3, 1}), si}, xi,
+               {intScalar(1), intScalar(3)}, true);
+  compareIndex("scatter_value", {x, indices({1, 4}, {2, 0, 1, 2})}, x,
+               {intScalar(0), floatScalar(1.5)}, true);
+}
+
 }  // namespace
 }  // namespace flagos::kernels::testing
