@@ -254,3 +254,41 @@ def test_kernel_cache_stats_in_backend_info():
     info = ft.backend_info(verbose=False)
     assert "kernel_cache" in info and "policy" in info["kernel_cache"]
     json.dumps(info["kernel_cache"])
+
+
+INDEX_ERRORS = """
+x = torch.randn(3, 4)
+cases = {
+    "index_select": lambda t, i: t.index_select(0, i),
+    "embedding": lambda t, i: torch.nn.functional.embedding(i, t),
+    "gather": lambda t, i: t.gather(0, i.view(1, 1).expand(1, 4)),
+    "scatter_add_": lambda t, i: t.clone().scatter_add_(0, i.view(1, 1).expand(1, 4),
+                                                       torch.ones(1, 4, device=t.device)),
+}
+out = {}
+for name, fn in cases.items():
+    for v in (-1, 3):
+        errors = []
+        for d in ("cpu", dev):
+            try:
+                fn(x.to(d), torch.tensor([v], device=d))
+                errors.append(None)
+            except Exception as e:
+                errors.append([type(e).__name__, str(e).splitlines()[0]])
+        out[f"{name}[{v}]"] = errors
+ok = torch.tensor([2, 0], device=dev)
+torch.testing.assert_close(x.to(dev).index_select(0, ok).cpu(), x.index_select(0, ok.cpu()))
+tiers = ft.op_stats()["aten::index_select"]
+print(json.dumps({"errors": out, "tiers": tiers}))
+"""
+
+
+def test_out_of_range_indices_raise_as_on_cpu(backend, tmp_path):
+    routes = {
+        f"FLAGOS_OP_{op}": "generated"
+        for op in ("INDEX_SELECT", "EMBEDDING", "GATHER", "SCATTER_ADD")
+    }
+    r = run(backend, INDEX_ERRORS, tmp_path, **routes)
+    for case, (cpu, device) in r["errors"].items():
+        assert cpu is not None and device == cpu, (case, cpu, device)
+    assert r["tiers"].get("generated", 0) >= 1, r["tiers"]

@@ -693,6 +693,7 @@ class SemanticKernel final : public c10::OperatorKernel {
     c10::DeviceGuard guard(*device);
     flagosStream_t stream = flagos::currentVendorStream(device->index());
     if (!fn) {
+      if (spec_.family == Family::Index) checkIndexRange(inputs, scalars);
       const kernels::Call call{out_desc.data(), static_cast<int32_t>(n_out),
                                in_desc.data(),  static_cast<int32_t>(n_in),
                                scalars.data(),  static_cast<int32_t>(scalars.size())};
@@ -709,6 +710,36 @@ class SemanticKernel final : public c10::OperatorKernel {
       flagos::check(status, what.c_str());
     }
     return finish(outputs, shapes, args, stack);
+  }
+
+  // Note [Index bounds on the generated tier]
+  // Generated index kernels cannot raise, so an out-of-range index would
+  // read 0 silently. Before launching one, the index tensor's range is
+  // checked on the host (a copy of the index, usually small, and a sync),
+  // raising the errors CPU raises: wrong input is an error, never a silent
+  // wrong result.
+  void checkIndexRange(const c10::SmallVectorImpl<at::Tensor>& inputs,
+                       const c10::SmallVectorImpl<flagosScalar>& scalars) const {
+    int index = -1, self = -1;
+    for (int i = 0; i < spec_.num_inputs && i < static_cast<int>(inputs.size()); ++i) {
+      const std::string name = spec_.inputs[i];
+      if (name == "index" || name == "indices") index = i;
+      if (name == "self" || name == "weight") self = i;
+    }
+    if (index < 0 || self < 0 || !inputs[index].defined() || inputs[index].numel() == 0) return;
+    const at::Tensor& source = inputs[self];
+    const bool embedding = std::string(spec_.inputs[self]) == "weight";
+    const int64_t dim = embedding || scalars.empty() ? 0 : scalars[0].i;
+    const int64_t size = source.dim() == 0 ? 1 : source.size(dim);
+    const at::Tensor host = inputs[index].to(at::kCPU, at::kLong);
+    const int64_t lo = host.min().item<int64_t>(), hi = host.max().item<int64_t>();
+    const std::string id = spec_.id;
+    if (id == "index_select" || id == "embedding") {
+      TORCH_CHECK_INDEX(lo >= 0 && hi < size, "index out of range in self");
+    } else {  // gather, scatter*, index_add
+      TORCH_CHECK(lo >= 0 && hi < size, "index ", lo < 0 ? lo : hi,
+                  " is out of bounds for dimension ", dim, " with size ", size);
+    }
   }
 
   // Replaces the arguments on @p stack by the returns.
