@@ -8,8 +8,10 @@
 // before the driver sees a byte, so a truncated, corrupted or foreign file
 // is FLAGOS_ERROR_COMPILE rather than a driver crash.
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -64,6 +66,7 @@ flagosStatus_t buildFor(const char* call, Device* device, cl_program program, co
 flagosStatus_t programBuild(int32_t index, const char* source, const char* options,
                             flagosProgram_t* program) noexcept {
   return guard("programBuild", [&] {
+    const CompileLock compiling;
     if (program == nullptr) {
       return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programBuild: program is NULL");
     }
@@ -119,6 +122,7 @@ flagosStatus_t serialize(flagosProgram_t program) {
 
 flagosStatus_t programGetBinary(flagosProgram_t program, void* buffer, uint64_t* size) noexcept {
   return guard("programGetBinary", [&] {
+    const CompileLock compiling;
     if (!validProgram("programGetBinary", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
     if (size == nullptr) {
       return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programGetBinary: size is NULL");
@@ -167,6 +171,7 @@ bool checkBinary(const Device& device, const void* binary, uint64_t size, std::s
 flagosStatus_t programLoadBinary(int32_t index, const void* binary, uint64_t size,
                                  flagosProgram_t* program) noexcept {
   return guard("programLoadBinary", [&] {
+    const CompileLock compiling;
     if (program == nullptr) {
       return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programLoadBinary: program is NULL");
     }
@@ -232,6 +237,25 @@ const flagosCompilerTable* compilerTable() {
     return t;
   }();
   return &table;
+}
+
+namespace {
+std::atomic<bool> g_serialize_compiles{false};
+std::recursive_mutex& compileMutex() {
+  static std::recursive_mutex* mu = new std::recursive_mutex();  // used until exit
+  return *mu;
+}
+}  // namespace
+
+void setSerializeCompiles(bool on) {
+  g_serialize_compiles.store(on);
+}
+
+CompileLock::CompileLock() : held_(g_serialize_compiles.load(std::memory_order_relaxed)) {
+  if (held_) compileMutex().lock();
+}
+CompileLock::~CompileLock() {
+  if (held_) compileMutex().unlock();
 }
 
 }  // namespace flagos_opencl

@@ -113,6 +113,9 @@ flagosStatus_t init() noexcept {
       if (!device) return FLAGOS_ERROR_DEVICE;
       devices.push_back(std::move(device));
     }
+    bool pocl = false;
+    for (const DeviceInfo& info : infos) pocl = pocl || info.pocl;
+    setSerializeCompiles(pocl);
     s.devices = std::move(devices);
     s.initialized = true;
     return FLAGOS_SUCCESS;

@@ -98,6 +98,9 @@ bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std
     std::vector<cl_device_id> ids(count);
     if (clGetDeviceIDs(platform, mask, count, ids.data(), nullptr) != CL_SUCCESS) continue;
     const std::string platform_version = platformString(platform, CL_PLATFORM_VERSION);
+    const bool pocl =
+        platformString(platform, CL_PLATFORM_NAME).find("Portable Computing Language") !=
+        std::string::npos;
     for (cl_device_id id : ids) {
       DeviceInfo info;
       info.platform = platform;
@@ -119,6 +122,7 @@ bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std
       info.vendor = deviceString(id, CL_DEVICE_VENDOR);
       info.driver_version = deviceString(id, CL_DRIVER_VERSION);
       info.platform_version = platform_version;
+      info.pocl = pocl;
       info.global_memory = deviceValue<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE);
       info.max_alloc = deviceValue<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
       info.compute_units =

@@ -121,6 +121,7 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
                             int32_t num_args, int32_t work_dim, const uint64_t* global,
                             const uint64_t* local, flagosStream_t stream) noexcept {
   return guard("kernelLaunch", [&] {
+    const CompileLock compiling;  // the first enqueue of a kernel may compile
     if (!validProgram("kernelLaunch", program) || !validStream("kernelLaunch", stream)) {
       return FLAGOS_ERROR_INVALID_ARGUMENT;
     }

@@ -98,6 +98,7 @@ struct DeviceInfo {
   uint64_t global_memory = 0;
   uint64_t max_alloc = 0;
   int32_t compute_units = 0;
+  bool pocl = false;  // the platform is PoCL (Note [Serialized compiles on PoCL])
 };
 
 // The devices chosen under @p config: every available OpenCL 1.2+ device of
@@ -105,6 +106,26 @@ struct DeviceInfo {
 // are any (then the CPU devices are left out). Returns false with
 // @p reason set when there is none (no platform, no ICD, no such device).
 bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std::string* reason);
+
+// Note [Serialized compiles on PoCL]
+// PoCL 3.1 runs LLVM in clBuildProgram, in CL_PROGRAM_BINARIES and lazily at
+// a kernel's first enqueue; two threads inside LLVM at once crashed it
+// (llvm::EVT::isExtendedVector under SelectionDAG, when the core's
+// background specialization overlapped a launch on the main thread). With a
+// PoCL device, every call that may compile (program build, binary and load,
+// kernel launch, the CLBlast and helper kernels) holds one plugin-wide lock.
+// Other drivers are not serialized.
+void setSerializeCompiles(bool on);
+class CompileLock {
+ public:
+  CompileLock();
+  ~CompileLock();
+  CompileLock(const CompileLock&) = delete;
+  CompileLock& operator=(const CompileLock&) = delete;
+
+ private:
+  bool held_;
+};
 
 // The full identity of a device's compiler target: "opencl:<vendor>:<name>:
 // <driver version>". getProperties reports it as arch (shortened with a

@@ -39,10 +39,6 @@
 namespace flagos {
 namespace {
 
-void count(const char* op) {
-  recordOpCall(op, Tier::Core);
-}
-
 void copyAsync(void* dst, const void* src, size_t bytes, flagosMemcpyKind_t kind,
                const c10::Stream& stream) {
   check(backend().tables.memory->memcpyAsync(dst, src, bytes, kind, vendorStream(stream)),
@@ -201,7 +197,7 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 at::Tensor& fillScalar(at::Tensor& self, const c10::Scalar& value) {
-  count("aten::fill_.Scalar");
+  FLAGOS_RECORD_OP("aten::fill_.Scalar", Tier::Core);
   if (self.numel() == 0) return self;
   const c10::DeviceGuard guard(self.device());
   const size_t itemsize = self.itemsize();
@@ -221,19 +217,19 @@ at::Tensor& fillScalar(at::Tensor& self, const c10::Scalar& value) {
 }
 
 at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value) {
-  count("aten::fill_.Tensor");
+  FLAGOS_RECORD_OP("aten::fill_.Tensor", Tier::Core);
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
               value.dim(), " dimensions.");
   return fillScalar(self, value.item());
 }
 
 at::Tensor& zero(at::Tensor& self) {
-  count("aten::zero_");
+  FLAGOS_RECORD_OP("aten::zero_", Tier::Core);
   return fillScalar(self, 0);
 }
 
 c10::Scalar localScalarDense(const at::Tensor& self) {
-  count("aten::_local_scalar_dense");
+  FLAGOS_RECORD_OP("aten::_local_scalar_dense", Tier::Core);
   const c10::DeviceGuard guard(self.device());
   at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
   const c10::Stream stream = currentStream(self.device().index());

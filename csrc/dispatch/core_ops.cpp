@@ -32,10 +32,6 @@ namespace {
 
 constexpr c10::DispatchKeySet kFlagosKeys(c10::DispatchKey::PrivateUse1);
 
-void count(const char* op) {
-  recordOpCall(op, Tier::Core);
-}
-
 void checkFactoryArgs(const c10::Device& device, std::optional<c10::Layout> layout,
                       std::optional<bool> pin_memory) {
   TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "flagos: factory called for device ",
@@ -48,7 +44,7 @@ void checkFactoryArgs(const c10::Device& device, std::optional<c10::Layout> layo
 at::Tensor empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                  std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                  std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
-  count("aten::empty.memory_format");
+  FLAGOS_RECORD_OP("aten::empty.memory_format", Tier::Core);
   const c10::Device dev = c10::device_or_default(device);
   checkFactoryArgs(dev, layout, pin_memory);
   const c10::DeviceGuard guard(dev);
@@ -59,7 +55,7 @@ at::Tensor empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
 at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
-  count("aten::empty_strided");
+  FLAGOS_RECORD_OP("aten::empty_strided", Tier::Core);
   const c10::Device dev = c10::device_or_default(device);
   checkFactoryArgs(dev, layout, pin_memory);
   const c10::DeviceGuard guard(dev);
@@ -71,27 +67,27 @@ at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
 
 at::Tensor asStrided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
                      std::optional<int64_t> storage_offset) {
-  count("aten::as_strided");
+  FLAGOS_RECORD_OP("aten::as_strided", Tier::Core);
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
 }
 at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) {
-  count("aten::view");
+  FLAGOS_RECORD_OP("aten::view", Tier::Core);
   return at::native::view(self, size);
 }
 at::Tensor reshapeAlias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
-  count("aten::_reshape_alias");
+  FLAGOS_RECORD_OP("aten::_reshape_alias", Tier::Core);
   return at::native::_reshape_alias(self, size, stride);
 }
 at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) {
-  count("aten::unfold");
+  FLAGOS_RECORD_OP("aten::unfold", Tier::Core);
   return at::native::unfold(self, dim, size, step);
 }
 at::Tensor viewAsReal(const at::Tensor& self) {
-  count("aten::view_as_real");
+  FLAGOS_RECORD_OP("aten::view_as_real", Tier::Core);
   return at::native::view_as_real(self);
 }
 at::Tensor viewAsComplex(const at::Tensor& self) {
-  count("aten::view_as_complex");
+  FLAGOS_RECORD_OP("aten::view_as_complex", Tier::Core);
   return at::native::view_as_complex(self);
 }
 
@@ -127,7 +123,7 @@ void resizeImpl(c10::TensorImpl* self, c10::IntArrayRef size, at::OptionalIntArr
 
 const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
                          std::optional<c10::MemoryFormat> memory_format) {
-  count("aten::resize_");
+  FLAGOS_RECORD_OP("aten::resize_", Tier::Core);
   const c10::DeviceGuard guard(self.device());
   auto* impl = self.unsafeGetTensorImpl();
   const int64_t old_nbytes = impl->unsafe_storage() ? impl->unsafe_storage().nbytes() : 0;
@@ -146,7 +142,7 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
 
 at::Tensor& setStorageOffset(at::Tensor& self, c10::Storage source, c10::SymInt storage_offset,
                              c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
-  count("aten::set_.source_Storage_storage_offset");
+  FLAGOS_RECORD_OP("aten::set_.source_Storage_storage_offset", Tier::Core);
   const c10::DeviceGuard guard(self.device());
   const int64_t offset = storage_offset.expect_int();
   const c10::IntArrayRef sizes = C10_AS_INTARRAYREF_SLOW(size);
@@ -162,31 +158,31 @@ at::Tensor& setStorageOffset(at::Tensor& self, c10::Storage source, c10::SymInt 
 }
 
 at::Tensor& setStorage(at::Tensor& self, c10::Storage source) {
-  count("aten::set_.source_Storage");
+  FLAGOS_RECORD_OP("aten::set_.source_Storage", Tier::Core);
   const int64_t numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
   return self.set_(std::move(source), 0, {numel}, {});
 }
 
 at::Tensor& setTensor(at::Tensor& self, const at::Tensor& source) {
-  count("aten::set_.source_Tensor");
+  FLAGOS_RECORD_OP("aten::set_.source_Tensor", Tier::Core);
   if (self.unsafeGetTensorImpl() == source.unsafeGetTensorImpl()) return self;
   return self.set_(source.storage(), source.storage_offset(), source.sizes(), source.strides());
 }
 
 at::Tensor& setEmpty(at::Tensor& self) {
-  count("aten::set_");
+  FLAGOS_RECORD_OP("aten::set_", Tier::Core);
   const c10::DeviceGuard guard(self.device());
   c10::Storage storage(c10::Storage::use_byte_size_t(), 0, deviceAllocator(), /*resizable=*/true);
   return self.set_(std::move(storage), 0, {0}, {});
 }
 
 bool isSetTo(const at::Tensor& self, const at::Tensor& other) {
-  count("aten::is_set_to");
+  FLAGOS_RECORD_OP("aten::is_set_to", Tier::Core);
   return at::native::is_set_to(self, other);
 }
 
 void recordStream(at::Tensor& self, c10::Stream stream) {
-  count("aten::record_stream");
+  FLAGOS_RECORD_OP("aten::record_stream", Tier::Core);
   deviceAllocator()->recordStream(self.storage().data_ptr(), stream);
 }
 

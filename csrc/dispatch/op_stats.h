@@ -32,6 +32,14 @@ OpCounters* opCounters(const std::string& op);
 // As recordOpCall(op, tier) for the operator behind @p counters.
 bool recordOpCall(OpCounters* counters, Tier tier);
 
+// Counts one call of operator @p op (a string literal) on @p tier; the
+// counters are looked up once per call site.
+#define FLAGOS_RECORD_OP(op, tier)                                                     \
+  do {                                                                                 \
+    static ::flagos::OpCounters* const flagos_op_counters_ = ::flagos::opCounters(op); \
+    ::flagos::recordOpCall(flagos_op_counters_, (tier));                               \
+  } while (0)
+
 // Snapshot: op -> tier name -> calls.
 std::map<std::string, std::map<std::string, uint64_t>> opStatsSnapshot();
 void resetOpStats();

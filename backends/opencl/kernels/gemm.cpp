@@ -144,6 +144,7 @@ template <int kRank, bool kWithSelf>
 flagosStatus_t gemmKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
                           const flagosTensor* in, int32_t ni, const flagosScalar* sc,
                           int32_t ns) noexcept {
+  const CompileLock compiling;  // CLBlast builds its kernels on first use
   return guard(opName<kRank, kWithSelf>(),
                [&] { return gemmBody<kRank, kWithSelf>(stream, o, no, in, ni, sc, ns); });
 }

@@ -132,6 +132,7 @@ template <bool kWithSelf>
 flagosStatus_t gemvKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
                           const flagosTensor* in, int32_t ni, const flagosScalar* sc,
                           int32_t ns) noexcept {
+  const CompileLock compiling;  // CLBlast builds its kernels on first use
   return guard(kWithSelf ? "addmv" : "mv",
                [&] { return gemvBody<kWithSelf>(stream, o, no, in, ni, sc, ns); });
 }
@@ -139,6 +140,7 @@ flagosStatus_t gemvKernel(flagosStream_t stream, const flagosTensor* o, int32_t 
 flagosStatus_t dotKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
                          const flagosTensor* in, int32_t ni, const flagosScalar*,
                          int32_t) noexcept {
+  const CompileLock compiling;
   return guard("dot", [&] { return dotBody(stream, o, no, in, ni); });
 }
 
