@@ -45,8 +45,10 @@ def direct(binary: Path, n: int, iters: int, warmup: int) -> dict:
 
 
 def flagos(n: int, iters: int, warmup: int) -> dict:
+    import flagos_torchfl as ft
     import torch
 
+    ft.initialize("opencl")  # also without torch's autoload (FLAGOS_BACKEND)
     dev = torch.device("flagos")
     a = torch.randn(n, n).to(dev)
     b = torch.randn(n, n).to(dev)

@@ -4,9 +4,13 @@
     FLAGOS_OPINFO_REPORT=build/opinfo.json pytest tests/python/test_opinfo_catalog.py
     python3 codegen/gen_operator_support.py --report build/opinfo.json [--out docs/operator-support.md]
 
+    # the opencl backend (docs/operator-support-opencl.md):
+    FLAGOS_BACKEND=opencl FLAGOS_OPINFO_REPORT=build/opinfo-opencl.json pytest tests/python/test_opinfo_catalog.py
+    python3 codegen/gen_operator_support.py --report build/opinfo-opencl.json --out docs/operator-support-opencl.md
+
 The report (written by tests/python/test_opinfo_catalog.py) holds, per
 OpInfo: passed/failed sample counts, the first errors, a skip reason, and the
-tiers (native / decomposition / fallback) each catalog overload ran on. The
+tiers (native / generated / decomposition / fallback) each catalog overload ran on. The
 native kernel list comes from the report too (`_native_ids`), i.e. from the
 backend the sweep ran on.
 """
@@ -61,6 +65,11 @@ def main(argv=None):
     samples_ok = sum(r["passed"] for r in report.values())
     samples_bad = sum(r["failed"] for r in report.values())
     n_overloads = sum(len(op["aten"]) for op in catalog["ops"])
+    tier_totals = defaultdict(int)
+    for r in report.values():
+        for counts in r.get("tiers", {}).values():
+            for tier, n in counts.items():
+                tier_totals[tier] += n
 
     out = [
         "# Operator support",
@@ -76,9 +85,14 @@ def main(argv=None):
         f"- OpInfo sweep: {len(report)} OpInfos: {n_pass} pass, {n_fail} fail, {n_skip} skipped "
         f"({samples_ok} samples equal to CPU, {samples_bad} not).",
         "",
-        "Tiers: `native` = the backend's kernel; `decomposition` = ATen's composite kernel "
-        "re-entering catalog ops; `fallback` = host fallback (CPU kernel on copies). Counts are "
-        "calls during the sweep.",
+        "Tiers: `native` = the backend's kernel; `generated` = a kernel from the kernel "
+        "generator (csrc/kernels); `decomposition` = ATen's composite kernel re-entering "
+        "catalog ops; `fallback` = host fallback (CPU kernel on copies). Counts are calls "
+        "during the sweep.",
+        "",
+        "Calls per tier over the whole sweep: "
+        + ", ".join(f"{t} {n}" for t, n in sorted(tier_totals.items(), key=lambda kv: -kv[1]))
+        + ".",
         "",
         "## Semantic operators",
         "",
