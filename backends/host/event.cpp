@@ -91,7 +91,9 @@ flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept 
     auto marker = std::make_shared<Marker>();
     const bool timing = (event->flags & FLAGOS_EVENT_TIMING) != 0;
     // Cost 0: on an idle stream the marker completes now (Note [Inline execution]).
-    stream->enqueue([marker, timing] { marker->complete(timing); }, 0);
+    // The marker completes once the stream has counted the record done.
+    stream->enqueue(
+        [marker, timing] { onTaskCounted([marker, timing] { marker->complete(timing); }); }, 0);
     std::lock_guard<std::mutex> lock(event->mu);
     event->last = std::move(marker);
     return FLAGOS_SUCCESS;

@@ -205,6 +205,13 @@ struct flagosStream_st {
 
 namespace flagos_host {
 
+// Called from inside a running task: runs @p fn right after the stream has
+// counted that task complete, under the stream's lock. An event's marker
+// completes this way, so once eventSynchronize returns, streamQuery agrees
+// that the record is done (no window where the event is complete but the
+// stream still counts its task as running).
+void onTaskCounted(std::function<void()> fn);
+
 // One recorded point in a stream. eventRecord enqueues a task that completes
 // a fresh marker; waiting on the event waits on the marker captured at the
 // time of the call. Markers are shared with the queued tasks, so destroying

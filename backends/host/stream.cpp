@@ -75,6 +75,14 @@ void flagosStream_st::run() {
   }
 }
 
+namespace {
+thread_local std::function<void()> t_after_count;  // onTaskCounted() of the running task
+}  // namespace
+
+void flagos_host::onTaskCounted(std::function<void()> fn) {
+  t_after_count = std::move(fn);
+}
+
 void flagosStream_st::execute(Task& task, std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   // See Note [ABI boundary]: an exception must not escape the thread
@@ -95,6 +103,8 @@ void flagosStream_st::execute(Task& task, std::unique_lock<std::mutex>& lock) {
     error = "unknown exception";
   }
   task = nullptr;  // release captures (markers, ...) before reporting done
+  std::function<void()> after = std::move(t_after_count);
+  t_after_count = nullptr;
   lock.lock();
   if (status != FLAGOS_SUCCESS && error_ == FLAGOS_SUCCESS) {
     error_ = status;
@@ -102,6 +112,7 @@ void flagosStream_st::execute(Task& task, std::unique_lock<std::mutex>& lock) {
   }
   ++completed_;
   busy_ = false;
+  if (after) after();
   done_cv_.notify_all();
 }
 
