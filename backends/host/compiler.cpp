@@ -50,6 +50,7 @@
 
 #include "host.h"
 #include "kernels/kernels.h"
+#include "kit/program_binary.h"
 
 extern char** environ;
 
@@ -66,20 +67,7 @@ constexpr int64_t kDefaultGrain = 4096;
 // Build logs beyond this are cut (a broken generator can emit megabytes).
 constexpr size_t kMaxLog = 16384;
 
-struct BinaryHeader {
-  char magic[8];
-  uint64_t payload_bytes;
-  uint64_t payload_hash;
-  uint64_t key_hash;
-};
-static_assert(sizeof(BinaryHeader) == 32, "binary header layout");
-
-uint64_t fnv1a(const void* data, size_t size) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
-  return hash;
-}
+using flagos_kit::fnv1a;
 
 // --------------------------------------------------------------- files ---
 
@@ -315,14 +303,8 @@ flagosStatus_t makeProgram(const char* call, int32_t device, const std::string& 
   auto program = std::make_unique<flagosProgram_st>();
   program->device = device;
   program->library = std::move(library);
-  BinaryHeader header{};
-  std::memcpy(header.magic, kBinaryMagic, sizeof(kBinaryMagic));
-  header.payload_bytes = so.size();
-  header.payload_hash = fnv1a(so.data(), so.size());
-  header.key_hash = fnv1a(key.data(), key.size());
-  program->binary.resize(sizeof(header));
-  std::memcpy(program->binary.data(), &header, sizeof(header));
-  program->binary.insert(program->binary.end(), so.begin(), so.end());
+  program->binary =
+      flagos_kit::wrapBinary(kBinaryMagic, so.data(), so.size(), fnv1a(key.data(), key.size()));
   *out = program.release();
   return FLAGOS_SUCCESS;
 }
@@ -401,30 +383,6 @@ flagosStatus_t programGetBinary(flagosProgram_t program, void* buffer, uint64_t*
   });
 }
 
-// Checks programGetBinary's header against @p key; the reason in @p why.
-bool checkBinary(const std::string& key, const void* binary, uint64_t size, std::string* why) {
-  BinaryHeader header{};
-  if (size < sizeof(header)) {
-    *why = "too short for a flagos host binary (" + std::to_string(size) + " bytes)";
-    return false;
-  }
-  std::memcpy(&header, binary, sizeof(header));
-  const auto* payload = static_cast<const unsigned char*>(binary) + sizeof(header);
-  if (std::memcmp(header.magic, kBinaryMagic, sizeof(kBinaryMagic)) != 0) {
-    *why = "not a flagos host binary (bad magic)";
-  } else if (header.payload_bytes != size - sizeof(header)) {
-    *why = "truncated or padded: header says " + std::to_string(header.payload_bytes) +
-           " payload bytes, got " + std::to_string(size - sizeof(header));
-  } else if (header.payload_hash != fnv1a(payload, header.payload_bytes)) {
-    *why = "corrupted (checksum mismatch)";
-  } else if (header.key_hash != fnv1a(key.data(), key.size())) {
-    *why = "built for another machine or compiler (this one is " + key + ")";
-  } else {
-    return true;
-  }
-  return false;
-}
-
 flagosStatus_t programLoadBinary(int32_t device, const void* binary, uint64_t size,
                                  flagosProgram_t* program) noexcept {
   return guard("programLoadBinary", [&] {
@@ -438,11 +396,14 @@ flagosStatus_t programLoadBinary(int32_t device, const void* binary, uint64_t si
     if (findDevice("programLoadBinary", device) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
     const std::string key = machineKey(compilerCommand());
     std::string why;
-    if (!checkBinary(key, binary, size, &why)) {
+    const unsigned char* payload = nullptr;
+    size_t bytes = 0;
+    if (!flagos_kit::unwrapBinary(kBinaryMagic, "flagos host binary", fnv1a(key.data(), key.size()),
+                                  "machine or compiler (this one is " + key + ")", binary, size,
+                                  &payload, &bytes, &why)) {
       return fail(FLAGOS_ERROR_COMPILE, "host programLoadBinary: binary rejected: %s", why.c_str());
     }
-    const auto* payload = static_cast<const unsigned char*>(binary) + sizeof(BinaryHeader);
-    const std::vector<unsigned char> so(payload, payload + (size - sizeof(BinaryHeader)));
+    const std::vector<unsigned char> so(payload, payload + bytes);
     TempDir dir;  // the file goes when dir does, right after dlopen
     std::string error;
     if (!dir.create(&error)) {

@@ -2,9 +2,9 @@
 // source or loaded from a binary. Kernel launches, the table's last member,
 // are in launch.cpp (Note [Device pointer arguments]).
 //
-// Binaries (programGetBinary) are the driver's CL_PROGRAM_BINARIES behind a
-// 32-byte header: magic "FLGOCLB1", payload size, FNV-1a of the payload and
-// FNV-1a of the device key (deviceKey()). programLoadBinary checks all four
+// Binaries (programGetBinary) are the driver's CL_PROGRAM_BINARIES in the
+// plugin kit's envelope (backends/kit/program_binary.h): magic "FLGOCLB1",
+// and the key is the device key (deviceKey()). programLoadBinary checks it
 // before the driver sees a byte, so a truncated, corrupted or foreign file
 // is FLAGOS_ERROR_COMPILE rather than a driver crash.
 #include <algorithm>
@@ -15,20 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "kit/program_binary.h"
 #include "opencl.h"
 
 namespace flagos_opencl {
 namespace {
 
 constexpr char kBinaryMagic[8] = {'F', 'L', 'G', 'O', 'C', 'L', 'B', '1'};
-
-struct BinaryHeader {
-  char magic[8];
-  uint64_t payload_bytes;
-  uint64_t payload_hash;
-  uint64_t device_hash;
-};
-static_assert(sizeof(BinaryHeader) == 32, "binary header layout");
 
 uint64_t deviceHash(const Device& device) {
   const std::string key = deviceKey(device.info);
@@ -102,21 +95,16 @@ flagosStatus_t serialize(flagosProgram_t program) {
                 "opencl programGetBinary: the driver of device %d offers no program binary",
                 program->device->index);
   }
-  std::vector<unsigned char> bytes(sizeof(BinaryHeader) + payload_bytes);
-  unsigned char* payload = bytes.data() + sizeof(BinaryHeader);
+  std::vector<unsigned char> bytes(payload_bytes);
+  unsigned char* payload = bytes.data();
   error =
       clGetProgramInfo(program->program, CL_PROGRAM_BINARIES, sizeof(payload), &payload, nullptr);
   if (error != CL_SUCCESS) {
     return fail(FLAGOS_ERROR_DEVICE, "opencl programGetBinary: CL_PROGRAM_BINARIES: %s",
                 clErrorName(error).c_str());
   }
-  BinaryHeader header{};
-  std::memcpy(header.magic, kBinaryMagic, sizeof(kBinaryMagic));
-  header.payload_bytes = payload_bytes;
-  header.payload_hash = fnv1a(payload, payload_bytes);
-  header.device_hash = deviceHash(*program->device);
-  std::memcpy(bytes.data(), &header, sizeof(header));
-  program->binary = std::move(bytes);
+  program->binary =
+      flagos_kit::wrapBinary(kBinaryMagic, payload, payload_bytes, deviceHash(*program->device));
   return FLAGOS_SUCCESS;
 }
 
@@ -144,30 +132,6 @@ flagosStatus_t programGetBinary(flagosProgram_t program, void* buffer, uint64_t*
   });
 }
 
-// Checks programGetBinary's header; the reason in @p why when it fails.
-bool checkBinary(const Device& device, const void* binary, uint64_t size, std::string* why) {
-  BinaryHeader header{};
-  if (size < sizeof(header)) {
-    *why = "too short for a flagos OpenCL binary (" + std::to_string(size) + " bytes)";
-    return false;
-  }
-  std::memcpy(&header, binary, sizeof(header));
-  const auto* payload = static_cast<const unsigned char*>(binary) + sizeof(header);
-  if (std::memcmp(header.magic, kBinaryMagic, sizeof(kBinaryMagic)) != 0) {
-    *why = "not a flagos OpenCL binary (bad magic)";
-  } else if (header.payload_bytes != size - sizeof(header)) {
-    *why = "truncated or padded: header says " + std::to_string(header.payload_bytes) +
-           " payload bytes, got " + std::to_string(size - sizeof(header));
-  } else if (header.payload_hash != fnv1a(payload, header.payload_bytes)) {
-    *why = "corrupted (checksum mismatch)";
-  } else if (header.device_hash != deviceHash(device)) {
-    *why = "built for another device or driver (this one is " + deviceKey(device.info) + ")";
-  } else {
-    return true;
-  }
-  return false;
-}
-
 flagosStatus_t programLoadBinary(int32_t index, const void* binary, uint64_t size,
                                  flagosProgram_t* program) noexcept {
   return guard("programLoadBinary", [&] {
@@ -182,12 +146,14 @@ flagosStatus_t programLoadBinary(int32_t index, const void* binary, uint64_t siz
     Device* device = findDevice("programLoadBinary", index);
     if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
     std::string why;
-    if (!checkBinary(*device, binary, size, &why)) {
+    const unsigned char* payload = nullptr;
+    size_t payload_bytes = 0;
+    if (!flagos_kit::unwrapBinary(kBinaryMagic, "flagos OpenCL binary", deviceHash(*device),
+                                  "device or driver (this one is " + deviceKey(device->info) + ")",
+                                  binary, size, &payload, &payload_bytes, &why)) {
       return fail(FLAGOS_ERROR_COMPILE, "opencl programLoadBinary: binary rejected: %s",
                   why.c_str());
     }
-    const size_t payload_bytes = size - sizeof(BinaryHeader);
-    const auto* payload = static_cast<const unsigned char*>(binary) + sizeof(BinaryHeader);
     cl_int binary_status = CL_SUCCESS, error = CL_SUCCESS;
     cl_program loaded = clCreateProgramWithBinary(device->context, 1, &device->info.id,
                                                   &payload_bytes, &payload, &binary_status, &error);

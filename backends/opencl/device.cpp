@@ -265,13 +265,6 @@ std::string deviceKey(const DeviceInfo& info) {
   return "opencl:" + info.vendor + ":" + info.name + ":" + info.driver_version;
 }
 
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t seed) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t hash = seed;
-  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 0x100000001b3ull;
-  return hash;
-}
-
 const flagosDeviceTable* deviceTable() {
   static const flagosDeviceTable table = [] {
     flagosDeviceTable t{};

@@ -32,6 +32,7 @@
 
 #include "address_space.h"
 #include "flagos/vendor.h"
+#include "kit/program_binary.h"
 
 namespace flagos_opencl {
 
@@ -197,9 +198,9 @@ void copyString(char (&dst)[N], const std::string& src) {
   dst[n] = '\0';
 }
 
-// 64-bit FNV-1a: kernel-cache keys (device.cpp) and binary checksums
-// (compiler.cpp). Not cryptographic; detects accidents, not attacks.
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t seed = 0xcbf29ce484222325ull);
+// 64-bit FNV-1a (the plugin kit's): device keys (device.cpp) and binary
+// checksums (compiler.cpp). Not cryptographic; detects accidents, not attacks.
+using flagos_kit::fnv1a;
 
 // --------------------------------------------------------------- tables ---
 
