@@ -31,9 +31,13 @@ TIERS = ("native", "generated", "decomposition", "fallback", "core")
 
 
 def _choose_backend(backend: str | None) -> str:
-    name = backend if backend is not None else (config.backend() or "auto")
+    # "auto" in code defers to the operator's FLAGOS_BACKEND: scripts written
+    # with initialize(backend="auto") run on the backend the environment
+    # names, without an edit. A concrete name in code wins.
+    from_env = backend in (None, "auto") and bool(config.backend())
+    name = config.backend() if from_env else (backend if backend is not None else "auto")
     if not isinstance(name, str) or not _BACKEND_NAME.match(name):
-        source = "backend argument" if backend is not None else "FLAGOS_BACKEND"
+        source = "FLAGOS_BACKEND" if from_env else "backend argument"
         raise ValueError(
             f"invalid {source} {name!r}: expected 'auto' or a plugin name made of "
             "lower-case letters, digits and '_' (e.g. 'host')"
@@ -76,8 +80,9 @@ def initialize(backend: str | None = None) -> None:
     """Bring up the `flagos` device.
 
     Args:
-        backend: a plugin name ("host", ...) or "auto"; default FLAGOS_BACKEND,
-            else "auto" (the highest-ranked usable plugin).
+        backend: a plugin name ("host", ...) or "auto"; None or "auto" take
+            FLAGOS_BACKEND when it is set, else "auto" (the highest-ranked
+            usable plugin).
 
     Plugins are searched in FLAGOS_PLUGIN_PATH, then the package's plugins/
     folder; FLAGOS_VISIBLE_DEVICES picks and orders the devices. Idempotent:

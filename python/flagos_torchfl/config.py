@@ -34,7 +34,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "python",
         "Backend to bring up: a plugin name (`host`, ...) or `auto` (the highest-ranked "
         "usable plugin; real accelerators rank above CPU-hosted devices). Used by "
-        "`initialize()` when called without `backend=`. When set, `import torch` also "
+        '`initialize()` when called without `backend=` or with `backend="auto"`. When set, `import torch` also '
         "initializes flagos-torchfl through torch's backend autoload; unset, nothing "
         "happens until `initialize()` is called.",
     ),

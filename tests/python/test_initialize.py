@@ -274,3 +274,21 @@ def test_cli_info_json(run_python):
         )
     )
     assert json.loads(out)["backend"] == "host"
+
+
+def test_auto_in_code_defers_to_flagos_backend(run_python):
+    """initialize(backend="auto") runs on the backend FLAGOS_BACKEND names (no code edit).
+
+    opencl ranks below host on a CPU-only machine, so plain auto would pick host.
+    """
+    code = """
+        import flagos_torchfl as ft
+        ft.initialize(backend="auto")
+        print(ft.backend_info(verbose=False)["backend"])
+        """
+    probe = run_python(code.replace('"auto"', '"opencl"'), TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    if probe.returncode != 0:
+        pytest.skip(f"no usable opencl plugin: {probe.stderr[-300:]}")
+    proc = run_python(code, FLAGOS_BACKEND="opencl", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "opencl"
