@@ -96,6 +96,31 @@ print(json.dumps({"first": first, "second": second, "steady": steady,
 """
 
 
+# The same step on native CPU in a fresh process: PyTorch's own first
+# iteration is far above its steady state (lazy initialization everywhere),
+# so the fair yardstick for a fresh flagos process is CPU's first iteration.
+CPU_FRESH = (
+    FRESH.replace("dev = torch.device", "_ = torch.device")
+    .replace(".to(dev)", "")
+    .replace(", device=dev", "")
+)
+
+
+def cpu_fresh(repeat: int) -> dict:
+    script = (
+        "import json, time, statistics, torch\n"
+        "def sync():\n    pass\n"
+        + COMMON.split("def p50", 1)[1].join(["def p50", ""])
+        + CPU_FRESH.replace("REPEAT", str(repeat)).replace(
+            "s = ft.kernel_cache_stats()", "s = {'sync_builds': 0, 'disk_hits': 0}"
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, check=True
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def run(code: str, backend: str, repeat: int, **env: str) -> dict:
     script = COMMON.replace("BACKEND", repr(backend)) + code.replace("REPEAT", str(repeat))
     proc = subprocess.run(
@@ -119,6 +144,12 @@ def main() -> None:
     ap.add_argument("--backends", default="host,opencl")
     ap.add_argument("--repeat", type=int, default=30)
     args = ap.parse_args()
+    cpu = cpu_fresh(args.repeat)
+    print(
+        f"native CPU, fresh process: first iteration {us(cpu['first'])}, second "
+        f"{us(cpu['second'])}, steady {us(cpu['steady'])}: first/steady "
+        f"{cpu['first'] / cpu['steady']:.1f}x"
+    )
     for backend in args.backends.split(","):
         with tempfile.TemporaryDirectory() as cache:
             env = {"FLAGOS_CACHE_DIR": cache}
@@ -161,7 +192,8 @@ def main() -> None:
                     f"{us(r['second'])}, steady {us(r['steady'])}: first/steady "
                     f"{r['first'] / r['steady']:.2f}x, second/steady "
                     f"{r['second'] / r['steady']:.2f}x ({r['sync_builds']} compiles, "
-                    f"{r['disk_hits']} disk hits)"
+                    f"{r['disk_hits']} disk hits); first iteration vs native CPU's first: "
+                    f"{r['first'] / cpu['first']:.2f}x"
                 )
 
 
