@@ -19,9 +19,11 @@ run "$PYTHON" -m ruff format --check python tests examples benchmarks
 # Generated kernels persist in the build folder, not in the user's cache.
 export FLAGOS_CACHE_DIR=${FLAGOS_CACHE_DIR:-$PWD/build/kernel-cache}
 run "$PYTHON" -m pytest tests/python
-# The second backend, a different SDK: the OpInfo sweep and the model tests
-# again on opencl (PoCL here), where generated kernels and CLBlast do the work.
+# The second backend, a different SDK: the quick start, the OpInfo sweep and
+# the model tests again on opencl (PoCL here), where generated kernels and
+# CLBlast do the work.
 if "$PYTHON" -c 'import flagos_torchfl as ft; ft.initialize("opencl")' >/dev/null 2>&1; then
+  run env FLAGOS_BACKEND=opencl "$PYTHON" examples/quickstart.py
   run env FLAGOS_BACKEND=opencl "$PYTHON" -m pytest tests/python/test_opinfo_catalog.py \
     tests/python/test_training_any_backend.py tests/python/test_models.py
 elif [ -n "${CI:-}" ]; then
