@@ -18,6 +18,7 @@
 #include <string>
 
 #include "host.h"
+#include "kit/byte_size.h"
 
 namespace flagos_host {
 namespace {
@@ -25,28 +26,10 @@ namespace {
 constexpr int32_t kMaxDevices = 64;
 constexpr uint64_t kMinMemoryLimit = 4096;
 
-std::string trim(const char* text) {
-  std::string s(text);
-  const auto first = s.find_first_not_of(" \t\n");
-  if (first == std::string::npos) return "";
-  return s.substr(first, s.find_last_not_of(" \t\n") - first + 1);
-}
-
-// Parses leading decimal digits of @p s into @p value; returns the number of
-// characters used (0 on no digits or overflow).
-size_t parseDigits(const std::string& s, uint64_t* value) {
-  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return 0;
-  errno = 0;
-  char* end = nullptr;
-  *value = std::strtoull(s.c_str(), &end, 10);
-  if (errno == ERANGE) return 0;
-  return static_cast<size_t>(end - s.c_str());
-}
-
 bool parseDeviceCount(const char* text, int32_t* count, std::string* error) {
-  const std::string s = trim(text);
+  const std::string s = flagos_kit::trimmed(text);
   uint64_t value = 0;
-  if (parseDigits(s, &value) != s.size() || s.empty() || value > kMaxDevices) {
+  if (flagos_kit::parseDigits(s, &value) != s.size() || s.empty() || value > kMaxDevices) {
     *error = "FLAGOS_HOST_DEVICES='" + std::string(text) + "' is not a number of devices (0.." +
              std::to_string(kMaxDevices) + ")";
     return false;
@@ -55,28 +38,14 @@ bool parseDeviceCount(const char* text, int32_t* count, std::string* error) {
   return true;
 }
 
-// Binary multiplier of a size suffix ("", "k", "KiB", "mb", ...), 0 if unknown.
-uint64_t suffixMultiplier(std::string suffix) {
-  for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (suffix.empty() || suffix == "b") return 1;
-  const std::string units = "kmgt";
-  const auto unit = units.find(suffix[0]);
-  const std::string rest = suffix.substr(1);
-  if (unit == std::string::npos || !(rest.empty() || rest == "b" || rest == "ib")) return 0;
-  return uint64_t{1} << (10 * (unit + 1));
-}
-
 bool parseMemoryLimit(const char* text, uint64_t* bytes, std::string* error) {
-  const std::string s = trim(text);
   uint64_t value = 0;
-  const size_t digits = parseDigits(s, &value);
-  const uint64_t multiplier = digits > 0 ? suffixMultiplier(trim(s.c_str() + digits)) : 0;
-  if (multiplier == 0 || value > UINT64_MAX / multiplier || value * multiplier < kMinMemoryLimit) {
+  if (!flagos_kit::parseByteSize(text, &value) || value < kMinMemoryLimit) {
     *error = "FLAGOS_HOST_MEMORY_LIMIT='" + std::string(text) +
              "' is not a size in bytes of at least 4K (examples: 1073741824, 512M, 2GiB)";
     return false;
   }
-  *bytes = value * multiplier;
+  *bytes = value;
   return true;
 }
 

@@ -5,9 +5,9 @@
 // programLoadBinary checks all four before the SDK sees a byte, so a
 // truncated, corrupted or foreign file is FLAGOS_ERROR_COMPILE, never a crash.
 //
-// Part of the plugin kit (backends/kit/): header-only helpers a plugin
-// compiles into itself. Not part of the vendor ABI; each plugin stays one
-// self-contained library.
+// Part of the kit (backends/kit/): header-only helpers a plugin (or the
+// core) compiles into itself. Not part of the vendor ABI; each plugin stays
+// one self-contained library.
 #pragma once
 
 #include <cstdint>

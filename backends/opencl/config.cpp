@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "kit/byte_size.h"
 #include "opencl.h"
 
 namespace flagos_opencl {
@@ -27,20 +28,13 @@ namespace {
 
 constexpr uint64_t kMinMemoryLimit = 4096;
 
-std::string trim(const char* text) {
-  std::string s(text);
-  const auto first = s.find_first_not_of(" \t\n");
-  if (first == std::string::npos) return "";
-  return s.substr(first, s.find_last_not_of(" \t\n") - first + 1);
-}
-
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
 
 bool parseDeviceType(const char* text, DeviceType* type, std::string* error) {
-  const std::string s = lower(trim(text));
+  const std::string s = lower(flagos_kit::trimmed(text));
   if (s == "all") {
     *type = DeviceType::kAll;
   } else if (s == "gpu") {
@@ -57,39 +51,14 @@ bool parseDeviceType(const char* text, DeviceType* type, std::string* error) {
   return true;
 }
 
-// Parses leading decimal digits of @p s into @p value; returns the number of
-// characters used (0 on no digits or overflow).
-size_t parseDigits(const std::string& s, uint64_t* value) {
-  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return 0;
-  errno = 0;
-  char* end = nullptr;
-  *value = std::strtoull(s.c_str(), &end, 10);
-  if (errno == ERANGE) return 0;
-  return static_cast<size_t>(end - s.c_str());
-}
-
-// Binary multiplier of a size suffix ("", "k", "KiB", "mb", ...), 0 if unknown.
-uint64_t suffixMultiplier(const std::string& text) {
-  const std::string suffix = lower(text);
-  if (suffix.empty() || suffix == "b") return 1;
-  const std::string units = "kmgt";
-  const auto unit = units.find(suffix[0]);
-  const std::string rest = suffix.substr(1);
-  if (unit == std::string::npos || !(rest.empty() || rest == "b" || rest == "ib")) return 0;
-  return uint64_t{1} << (10 * (unit + 1));
-}
-
 bool parseMemoryLimit(const char* text, uint64_t* bytes, std::string* error) {
-  const std::string s = trim(text);
   uint64_t value = 0;
-  const size_t digits = parseDigits(s, &value);
-  const uint64_t multiplier = digits > 0 ? suffixMultiplier(trim(s.c_str() + digits)) : 0;
-  if (multiplier == 0 || value > UINT64_MAX / multiplier || value * multiplier < kMinMemoryLimit) {
+  if (!flagos_kit::parseByteSize(text, &value) || value < kMinMemoryLimit) {
     *error = "FLAGOS_OPENCL_MEMORY_LIMIT='" + std::string(text) +
              "' is not a size in bytes of at least 4K (examples: 1073741824, 512M, 2GiB)";
     return false;
   }
-  *bytes = value * multiplier;
+  *bytes = value;
   return true;
 }
 

@@ -176,8 +176,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "FLAGOS_CACHE_MAX_BYTES",
         "512MiB",
         "core",
-        "Bound of the on-disk kernel cache (bytes, or with K/KiB, M/MiB, G/GiB); least recently "
-        "used kernels are removed first.",
+        "Bound of the on-disk kernel cache, same syntax as `FLAGOS_HOST_MEMORY_LIMIT`; least "
+        "recently used kernels are removed first.",
     ),
     EnvVar(
         "FLAGOS_SPECIALIZE",

@@ -39,6 +39,7 @@
 #include "dispatch/device_copy.h"
 #include "dispatch/semantic/catalog.h"
 #include "kernels/kernel_cache.h"
+#include "kit/byte_size.h"
 #include "runtime/backend.h"
 #include "runtime/dtype.h"
 #include "runtime/plugin_loader.h"
@@ -110,25 +111,14 @@ const Policy& policy() {
   return p;
 }
 
-uint64_t parseBytes(const char* name, const char* text, uint64_t fallback) {
+// FLAGOS_CACHE_MAX_BYTES, parsed like the plugins' memory limits.
+uint64_t maxDiskBytes(uint64_t fallback) {
+  const char* text = std::getenv("FLAGOS_CACHE_MAX_BYTES");
   if (!text || !*text) return fallback;
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  std::string unit(end ? end : "");
-  uint64_t scale = 1;
-  if (unit == "" || unit == "B") {
-    scale = 1;
-  } else if (unit == "KiB" || unit == "K") {
-    scale = uint64_t{1} << 10;
-  } else if (unit == "MiB" || unit == "M") {
-    scale = uint64_t{1} << 20;
-  } else if (unit == "GiB" || unit == "G") {
-    scale = uint64_t{1} << 30;
-  } else {
-    TORCH_CHECK(false, name, "='", text, "': expected bytes, e.g. 512MiB");
-  }
-  TORCH_CHECK(v >= 0, name, "='", text, "': must not be negative");
-  return static_cast<uint64_t>(v * static_cast<double>(scale));
+  uint64_t bytes = 0;
+  TORCH_CHECK(flagos_kit::parseByteSize(text, &bytes), "FLAGOS_CACHE_MAX_BYTES='", text,
+              "': expected bytes, e.g. 536870912, 512M or 512MiB");
+  return bytes;
 }
 
 std::string defaultCacheDir() {
@@ -258,8 +248,7 @@ class Generators {
     kernels::CacheConfig config;
     const std::string root = defaultCacheDir();
     config.dir = root.empty() ? "" : root + "/kernels";
-    config.max_disk_bytes = parseBytes(
-        "FLAGOS_CACHE_MAX_BYTES", std::getenv("FLAGOS_CACHE_MAX_BYTES"), config.max_disk_bytes);
+    config.max_disk_bytes = maxDiskBytes(config.max_disk_bytes);
     if (const char* t = std::getenv("FLAGOS_COMPILE_THREADS"); t && *t) {
       char* end = nullptr;
       const long n = std::strtol(t, &end, 10);
