@@ -21,9 +21,10 @@
 //     backends with a compiler table. Same prepared call as tier 1; the
 //     generator declining the call (a dtype it lacks, a failed compile) moves
 //     on, and a failed compile is reported once.
-//  3. decomposition: the overload's CompositeExplicitAutograd kernel, which
-//     re-enters the dispatcher with catalog ops. See Note [Reaching the
-//     composite kernel].
+//  3. decomposition: our own composite for the semantic op (Note [Composite
+//     kernels], csrc/dispatch/composite/: convolution as im2col + GEMM), else
+//     the overload's CompositeExplicitAutograd kernel, which re-enters the
+//     dispatcher with catalog ops. See Note [Reaching the composite kernel].
 //  4. host: copy to CPU, run ATen's CPU kernel, copy back (cpu_fallback), or
 //     the catalog's `host` op for overloads that only exist for out-of-tree
 //     devices (convolution_overrideable).
@@ -65,6 +66,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dispatch/composite/composite.h"
 #include "dispatch/host_fallback.h"
 #include "dispatch/op_stats.h"
 #include "dispatch/semantic/autocompare.h"
@@ -149,7 +151,8 @@ class SemanticKernel final : public c10::OperatorKernel {
     // On, calls that may run on the device are replayed on the CPU.
     if (C10_UNLIKELY(autocompareActive()) &&
         (((route == Route::Auto || route == Route::Native) && kernel()) ||
-         (route != Route::Fallback && (decomposable_ || hasGeneratedKernel(op_index_))))) {
+         (route != Route::Fallback &&
+          (decomposable_ || composite_ || hasGeneratedKernel(op_index_))))) {
       AutocompareCall check(op, name_, spec_.id, spec_.host_op, mutated_, *stack, num_args_);
       check.check(run(op, route, stack), *stack);
       return;
@@ -173,6 +176,12 @@ class SemanticKernel final : public c10::OperatorKernel {
         recordOpCall(counters(), Tier::Generated);
         return Tier::Generated;
       }
+    }
+    // Our own composites (Note [Composite kernels]) before ATen's: ATen has
+    // none for the ops we write them for.
+    if (route != Route::Fallback && composite_ && composite_(op, stack)) {
+      recordOpCall(counters(), Tier::Decomposition);
+      return Tier::Decomposition;
     }
     if (route != Route::Fallback && decomposable_) {
       recordOpCall(counters(), Tier::Decomposition);
@@ -238,6 +247,8 @@ class SemanticKernel final : public c10::OperatorKernel {
       }
     }
     num_returns_ = static_cast<int>(schema.returns().size());
+    // Composites build new tensors: they serve the functional overloads.
+    if (kind_ == OutKind::Functional) composite_ = composite::findComposite(spec_.id);
     decomposable_ = kOverloads[ov_].decomposable &&
                     !op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse3) &&
                     op.hasComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse3);
@@ -798,6 +809,7 @@ class SemanticKernel final : public c10::OperatorKernel {
   int num_returns_ = 0;
   OutKind kind_ = OutKind::Functional;
   bool decomposable_ = false;
+  composite::CompositeFn composite_ = nullptr;
   std::vector<int> inputs_;
   std::vector<ScalarArg> scalars_;
   std::vector<int> outputs_;

@@ -1,0 +1,256 @@
+// Convolution as im2col + GEMM (Note [Composite kernels]): aten::convolution
+// and aten::convolution_backward for 1-D and 2-D, grouped, strided, padded,
+// dilated and transposed convolutions on backends without a convolution
+// kernel of their own. 3-D convolutions and half types go to the host tier.
+//
+// Note [Convolution from three GEMM shapes]
+// With cols = im2col(x) (N, C*kh*kw, L) and W viewed per group as
+// (O/g, C/g*kh*kw), every direction is one of three products, per group:
+//   lower(x, W)     = W @ im2col(x)                   forward; transposed grad_input
+//   raise(y, W, hw) = col2im(W^T @ y, hw)             grad_input; transposed forward
+//   weightGrad(y, x) = sum_n y[n] @ im2col(x)[n]^T     grad_weight (transposed: swap)
+// The batch is the GEMM's batch dim (bmm with W expanded: batch stride 0,
+// no copy); groups are a loop whose parts are concatenated.
+#include <ATen/ATen.h>
+
+#include <array>
+#include <vector>
+
+#include "dispatch/composite/composite.h"
+#include "dispatch/composite/stack_args.h"
+
+namespace flagos::composite {
+namespace {
+
+// 2-D geometry (a 1-D convolution is a 2-D one of height 1).
+struct Geometry {
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int64_t groups = 1;
+  int64_t op_h = 0, op_w = 0;  // output_padding
+  bool transposed = false;
+  bool one_d = false;
+};
+
+std::array<int64_t, 2> k(const Geometry& g) {
+  return {g.kh, g.kw};
+}
+
+// Exactly `spatial` values (ATen's convolution requires that length).
+bool readPair(const c10::IValue& v, int spatial, int64_t* h, int64_t* w) {
+  if (!v.isIntList()) return false;
+  const std::vector<int64_t> l = v.toIntVector();
+  if (static_cast<int>(l.size()) != spatial) return false;
+  if (spatial == 1) {
+    *w = l[0];
+  } else {
+    *h = l[0];
+    *w = l[1];
+  }
+  return true;
+}
+
+bool readGeometry(const c10::IValue* a, int spatial, int64_t kh, int64_t kw, Geometry* g) {
+  // a: stride, padding, dilation, transposed, output_padding, groups
+  g->kh = kh;
+  g->kw = kw;
+  g->one_d = spatial == 1;
+  if (!readPair(a[0], spatial, &g->sh, &g->sw) || !readPair(a[1], spatial, &g->ph, &g->pw) ||
+      !readPair(a[2], spatial, &g->dh, &g->dw) || !a[3].isBool() ||
+      !readPair(a[4], spatial, &g->op_h, &g->op_w) || !a[5].isInt())
+    return false;
+  g->transposed = a[3].toBool();
+  g->groups = a[5].toInt();
+  const bool positive = g->sh >= 1 && g->sw >= 1 && g->dh >= 1 && g->dw >= 1 && g->groups >= 1;
+  const bool padding_ok = g->ph >= 0 && g->pw >= 0 && g->op_h >= 0 && g->op_w >= 0;
+  // col2im sees as many blocks as the forward had only when output_padding
+  // stays below the stride (ATen also allows it below the dilation).
+  const bool op_ok =
+      g->transposed ? g->op_h < g->sh && g->op_w < g->sw : g->op_h == 0 && g->op_w == 0;
+  return positive && padding_ok && op_ok;
+}
+
+int64_t blocks(int64_t size, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (size + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+// Weight, bias and grad_output: like the input, and not empty.
+bool usable(const at::Tensor& t, const at::Tensor& like) {
+  return usableLike(t, like) && t.numel() > 0;
+}
+
+// 1-D operands as 2-D ones of height 1.
+at::Tensor as2d(const at::Tensor& t, const Geometry& g) {
+  return g.one_d ? t.unsqueeze(2) : t;
+}
+at::Tensor from2d(const at::Tensor& t, const Geometry& g) {
+  return g.one_d ? t.squeeze(2) : t;
+}
+
+// CPU's choice (thnn_conv_use_channels_last): channels-last in, channels-last out.
+at::MemoryFormat formatOf(const at::Tensor& x, const at::Tensor& w) {
+  if (x.dim() == 4 && (x.suggest_memory_format() == at::MemoryFormat::ChannelsLast ||
+                       w.suggest_memory_format() == at::MemoryFormat::ChannelsLast))
+    return at::MemoryFormat::ChannelsLast;
+  return at::MemoryFormat::Contiguous;
+}
+
+// Group gi's rows of a (rows, ...) weight as a (rows/g, rest) matrix.
+at::Tensor groupMatrix(const at::Tensor& w4, int64_t gi, int64_t groups) {
+  const int64_t rows = w4.size(0) / groups;
+  return w4.narrow(0, gi * rows, rows).reshape({rows, -1});
+}
+
+at::Tensor joined(std::vector<at::Tensor>& parts, int64_t dim) {
+  return parts.size() == 1 ? parts[0] : at::cat(parts, dim);
+}
+
+// W @ im2col(x): (N, W.rows, L).
+at::Tensor lower(const at::Tensor& x4, const at::Tensor& w4, const Geometry& g) {
+  const int64_t n = x4.size(0);
+  const at::Tensor cols = at::im2col(x4, k(g), {g.dh, g.dw}, {g.ph, g.pw}, {g.sh, g.sw});
+  const int64_t kk = cols.size(1) / g.groups;
+  std::vector<at::Tensor> parts;
+  for (int64_t gi = 0; gi < g.groups; ++gi) {
+    const at::Tensor wg = groupMatrix(w4, gi, g.groups);
+    parts.push_back(
+        at::bmm(wg.unsqueeze(0).expand({n, wg.size(0), kk}), cols.narrow(1, gi * kk, kk)));
+  }
+  return joined(parts, 1);
+}
+
+// col2im(W^T @ y, hw): y (N, W.rows, L) -> (N, W.size(1) * groups, h, w).
+at::Tensor raise(const at::Tensor& y, const at::Tensor& w4, const Geometry& g, int64_t h,
+                 int64_t w) {
+  const int64_t n = y.size(0);
+  std::vector<at::Tensor> parts;
+  for (int64_t gi = 0; gi < g.groups; ++gi) {
+    const at::Tensor wt = groupMatrix(w4, gi, g.groups).t();  // (K, rows/g)
+    const at::Tensor yg = y.narrow(1, gi * wt.size(1), wt.size(1));
+    parts.push_back(at::bmm(wt.unsqueeze(0).expand({n, wt.size(0), wt.size(1)}), yg));
+  }
+  return at::col2im(joined(parts, 1), {h, w}, k(g), {g.dh, g.dw}, {g.ph, g.pw}, {g.sh, g.sw});
+}
+
+// sum_n y[n] @ im2col(x)[n]^T, per group: (y.size(1), x.size(1)/groups, kh, kw).
+at::Tensor weightGrad(const at::Tensor& y, const at::Tensor& x4, const Geometry& g) {
+  const at::Tensor cols = at::im2col(x4, k(g), {g.dh, g.dw}, {g.ph, g.pw}, {g.sh, g.sw});
+  const int64_t kk = cols.size(1) / g.groups, rows = y.size(1) / g.groups;
+  std::vector<at::Tensor> parts;
+  for (int64_t gi = 0; gi < g.groups; ++gi) {
+    const at::Tensor yg = y.narrow(1, gi * rows, rows);
+    const at::Tensor cg = cols.narrow(1, gi * kk, kk).transpose(1, 2);
+    parts.push_back(at::bmm(yg, cg).sum(0));
+  }
+  return joined(parts, 0).view({y.size(1), x4.size(1) / g.groups, g.kh, g.kw});
+}
+
+// (N, C, H, W) -> (N, C, H*W); reshape copies only non-contiguous inputs.
+at::Tensor flat(const at::Tensor& t) {
+  return t.reshape({t.size(0), t.size(1), -1});
+}
+
+// Shapes of one call, checked as far as the composite relies on them; any
+// other inconsistency declines (the host tier raises CPU's error).
+struct Shapes {
+  int64_t n, c, h, w;  // input
+  int64_t o, oh, ow;   // output channels and spatial size
+};
+
+bool shapesOf(const at::Tensor& x4, const at::Tensor& w4, const Geometry& g, Shapes* s) {
+  if (x4.dim() != 4 || w4.dim() != 4) return false;
+  s->n = x4.size(0);
+  s->c = x4.size(1);
+  s->h = x4.size(2);
+  s->w = x4.size(3);
+  if (w4.size(2) != g.kh || w4.size(3) != g.kw) return false;
+  if (!g.transposed) {
+    if (s->c != w4.size(1) * g.groups || w4.size(0) % g.groups != 0) return false;
+    s->o = w4.size(0);
+    s->oh = blocks(s->h, g.kh, g.sh, g.ph, g.dh);
+    s->ow = blocks(s->w, g.kw, g.sw, g.pw, g.dw);
+    // Kernel larger than the padded input: CPU raises.
+    if (s->h + 2 * g.ph < g.dh * (g.kh - 1) + 1 || s->w + 2 * g.pw < g.dw * (g.kw - 1) + 1)
+      return false;
+  } else {
+    if (s->c != w4.size(0) || s->c % g.groups != 0) return false;
+    s->o = w4.size(1) * g.groups;
+    s->oh = (s->h - 1) * g.sh - 2 * g.ph + g.dh * (g.kh - 1) + g.op_h + 1;
+    s->ow = (s->w - 1) * g.sw - 2 * g.pw + g.dw * (g.kw - 1) + g.op_w + 1;
+  }
+  return s->oh >= 1 && s->ow >= 1;
+}
+
+// aten::convolution(input, weight, bias, stride, padding, dilation,
+//                   transposed, output_padding, groups) -> Tensor
+bool convolution(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 9;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor()) return false;
+  const at::Tensor x = a[0].toTensor(), weight = a[1].toTensor(), bias = optTensor(a[2]);
+  if (!usableFirst(x) || !usable(weight, x) || (x.dim() != 3 && x.dim() != 4) ||
+      weight.dim() != x.dim())
+    return false;
+  Geometry g;
+  const int spatial = static_cast<int>(x.dim()) - 2;
+  if (!readGeometry(a + 3, spatial, spatial == 2 ? weight.size(2) : 1, weight.size(-1), &g))
+    return false;
+  const at::Tensor x4 = as2d(x, g), w4 = as2d(weight, g);
+  Shapes s;
+  if (!shapesOf(x4, w4, g, &s)) return false;
+  if (bias.defined() && (!usable(bias, x) || bias.dim() != 1 || bias.size(0) != s.o)) return false;
+
+  at::Tensor out = g.transposed ? raise(flat(x4), w4, g, s.oh, s.ow)
+                                : lower(x4, w4, g).view({s.n, s.o, s.oh, s.ow});
+  out = out.contiguous(formatOf(x4, w4));
+  if (bias.defined()) out.add_(bias.view({1, s.o, 1, 1}));
+  replaceArgs(stack, kArgs, {from2d(out, g)});
+  return true;
+}
+
+// aten::convolution_backward(grad_output, input, weight, bias_sizes, stride,
+//   padding, dilation, transposed, output_padding, groups, output_mask)
+//   -> (grad_input, grad_weight, grad_bias)
+bool convolutionBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 11;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isTensor() || !a[10].isBoolList())
+    return false;
+  const at::Tensor go = a[0].toTensor(), x = a[1].toTensor(), weight = a[2].toTensor();
+  const std::vector<bool> mask = a[10].toBoolList().vec();
+  if (mask.size() != 3 || !usableFirst(x) || !usable(weight, x) || !usable(go, x) ||
+      (x.dim() != 3 && x.dim() != 4) || weight.dim() != x.dim() || go.dim() != x.dim())
+    return false;
+  Geometry g;
+  const int spatial = static_cast<int>(x.dim()) - 2;
+  if (!readGeometry(a + 4, spatial, spatial == 2 ? weight.size(2) : 1, weight.size(-1), &g))
+    return false;
+  const at::Tensor x4 = as2d(x, g), w4 = as2d(weight, g), go4 = as2d(go, g);
+  Shapes s;
+  if (!shapesOf(x4, w4, g, &s)) return false;
+  if (go4.size(0) != s.n || go4.size(1) != s.o || go4.size(2) != s.oh || go4.size(3) != s.ow)
+    return false;
+
+  at::Tensor grad_input, grad_weight, grad_bias;
+  const at::MemoryFormat format = formatOf(x4, w4);
+  if (!g.transposed) {
+    if (mask[0]) grad_input = raise(flat(go4), w4, g, s.h, s.w).contiguous(format);
+    if (mask[1]) grad_weight = weightGrad(flat(go4), x4, g).contiguous(format);
+  } else {
+    if (mask[0]) grad_input = lower(go4, w4, g).view({s.n, s.c, s.h, s.w}).contiguous(format);
+    if (mask[1]) grad_weight = weightGrad(flat(x4), go4, g).contiguous(format);
+  }
+  if (mask[2]) grad_bias = go4.sum({0, 2, 3});
+  replaceArgs(stack, kArgs,
+              {grad_input.defined() ? from2d(grad_input, g) : grad_input,
+               grad_weight.defined() ? from2d(grad_weight, g) : grad_weight, grad_bias});
+  return true;
+}
+
+}  // namespace
+
+void addConvolutionComposites(void (*add)(const char*, CompositeFn)) {
+  add("convolution_direct", convolution);
+  add("convolution_backward_direct", convolutionBackward);
+}
+
+}  // namespace flagos::composite

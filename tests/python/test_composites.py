@@ -1,0 +1,194 @@
+"""Composite kernels (Note [Composite kernels], csrc/dispatch/composite/):
+convolution as im2col + GEMM, batch/layer norm, nll/mse losses and
+embedding_dense_backward built from other catalog operators.
+
+Each backend runs in a fresh interpreter: opencl takes the composites
+because it has no kernel of its own for these operators; host has native
+ones, so FLAGOS_OP_<ID>=generated routes past them. Forward results and
+gradients (autograd through convolution_backward etc.) are compared with
+CPU; op_stats() must show the composite ("decomposition") tier, and calls
+a composite declines (3-D convolution, invalid arguments) must reach the
+host tier and raise CPU's error.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import CORE_ERROR, check_ok, python_subprocess
+
+pytestmark = pytest.mark.skipif(CORE_ERROR is not None, reason=CORE_ERROR or "")
+
+COMPOSITE_OPS = (
+    "convolution_direct",
+    "convolution_backward_direct",
+    "batch_norm",
+    "batch_norm_backward",
+    "layer_norm",
+    "layer_norm_backward",
+    "nll_loss",
+    "nll_loss_backward",
+    "nll_loss2d",
+    "nll_loss2d_backward",
+    "mse_loss",
+    "mse_loss_backward",
+    "embedding_dense_backward",
+)
+HOST_ROUTES = {f"FLAGOS_OP_{op.upper()}": "generated" for op in COMPOSITE_OPS}
+
+CHECKS = r"""
+import json, sys, torch, flagos_torchfl as ft
+ft.initialize(sys.argv[1] if len(sys.argv) > 1 else BACKEND)
+dev = torch.device("flagos")
+F = torch.nn.functional
+torch.manual_seed(0)
+bad = {}
+
+def on(t, d):
+    if isinstance(t, torch.Tensor):
+        u = t.detach().to(d)
+        return u.requires_grad_(t.requires_grad) if t.is_floating_point() else u
+    return t
+
+def check(name, fn, *args, tol=1e-5):
+    cpu = [on(a, "cpu") for a in args]
+    fl = [on(a, dev) for a in args]
+    want, got = fn(*cpu), fn(*fl)
+    try:
+        torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=tol)
+        grad = torch.randn_like(want)
+        want.backward(grad)
+        got.backward(grad.to(dev))
+        for i, (a, b) in enumerate(zip(cpu, fl)):
+            if isinstance(a, torch.Tensor) and a.requires_grad:
+                torch.testing.assert_close(b.grad.cpu(), a.grad, rtol=tol, atol=tol,
+                                           msg=lambda m: f"grad {i}: {m}")
+    except AssertionError as e:
+        bad[name] = str(e)[:400]
+
+def rg(*shape, dtype=torch.float64):
+    return torch.randn(*shape, dtype=dtype).requires_grad_()
+
+x = rg(2, 4, 9, 8)
+check("conv2d", lambda x, w, b: F.conv2d(x, w, b, padding=1), x, rg(6, 4, 3, 3), rg(6))
+check("conv2d_stride_dilation", lambda x, w: F.conv2d(x, w, stride=2, dilation=2, padding=(2, 1)),
+      x, rg(6, 4, 3, 3))
+check("conv2d_groups", lambda x, w: F.conv2d(x, w, groups=2, stride=(1, 2)), x, rg(6, 2, 3, 2))
+check("conv2d_depthwise", lambda x, w: F.conv2d(x, w, groups=4, padding=1), x, rg(4, 1, 3, 3))
+check("conv2d_channels_last", lambda x, w: F.conv2d(x, w),
+      x.detach().to(memory_format=torch.channels_last).requires_grad_(), rg(6, 4, 3, 3))
+check("conv2d_float32", lambda x, w: F.conv2d(x, w, padding=1),
+      rg(2, 3, 7, 7, dtype=torch.float32), rg(5, 3, 3, 3, dtype=torch.float32), tol=1e-4)
+check("conv1d", lambda x, w, b: F.conv1d(x, w, b, padding=2, stride=2), rg(3, 4, 11), rg(5, 4, 3), rg(5))
+check("conv_transpose2d", lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1),
+      x, rg(4, 3, 3, 3))
+check("conv_transpose2d_groups", lambda x, w, b: F.conv_transpose2d(x, w, b, groups=2, dilation=2),
+      x, rg(4, 2, 3, 3), rg(4))
+check("conv_transpose1d", lambda x, w: F.conv_transpose1d(x, w, stride=3), rg(2, 4, 6), rg(4, 2, 2))
+
+rm, rv = torch.randn(3, dtype=torch.float64), torch.rand(3, dtype=torch.float64) + 0.5
+stats = {"cpu": (rm.clone(), rv.clone()), "flagos": (rm.to(dev), rv.to(dev))}
+bn = lambda training: lambda x, w, b: F.batch_norm(x, *stats[x.device.type], w, b, training=training)
+check("batch_norm_train", bn(True), rg(4, 3, 5, 5), rg(3), rg(3))
+try:
+    torch.testing.assert_close(stats["flagos"][0].cpu(), stats["cpu"][0])
+    torch.testing.assert_close(stats["flagos"][1].cpu(), stats["cpu"][1])
+except AssertionError as e:
+    bad["batch_norm_running_stats"] = str(e)[:400]
+check("batch_norm_eval", bn(False), rg(4, 3, 5, 5), rg(3), rg(3))
+check("batch_norm_no_affine_2d", lambda x: F.batch_norm(x, None, None, training=True), rg(6, 4))
+check("layer_norm", lambda x, w, b: F.layer_norm(x, (5, 5), w, b), rg(4, 3, 5, 5), rg(5, 5), rg(5, 5))
+check("layer_norm_no_affine", lambda x: F.layer_norm(x, (7,)), rg(3, 7))
+check("layer_norm_all_dims", lambda x: F.layer_norm(x, (2, 3)), rg(2, 3))
+
+scores, target = rg(6, 5), torch.tensor([1, 0, -100, 4, 2, 3])
+for red in ("none", "mean", "sum"):
+    check(f"nll_{red}", lambda s, t: F.nll_loss(s, t, reduction=red), scores, target)
+    check(f"nll_weight_{red}", lambda s, t, w: F.nll_loss(s, t, weight=w, reduction=red),
+          scores, target, torch.rand(5, dtype=torch.float64))
+    check(f"cross_entropy_{red}", lambda s, t: F.cross_entropy(s, t, reduction=red, ignore_index=2),
+          scores, target.clamp(min=0))
+    check(f"mse_{red}", lambda a, b: F.mse_loss(a, b, reduction=red), rg(3, 4), rg(3, 4))
+check("nll_unbatched", lambda s, t: F.nll_loss(s, t), rg(5), torch.tensor(3))
+check("nll2d", lambda s, t: F.nll_loss(s, t), rg(2, 4, 3, 3), torch.randint(0, 4, (2, 3, 3)))
+check("nll2d_none", lambda s, t: F.nll_loss(s, t, reduction="none"), rg(2, 4, 3, 3),
+      torch.randint(0, 4, (2, 3, 3)))
+check("embedding_padding_idx", lambda w, i: F.embedding(i, w, padding_idx=2), rg(10, 4),
+      torch.tensor([[1, 2, 2], [0, 9, 1]]))
+
+# Declined calls reach the host tier: counted there, with CPU's results/errors.
+ft.reset_op_stats()
+check("conv3d_declined", lambda x, w: F.conv3d(x, w), rg(1, 2, 4, 4, 4), rg(3, 2, 2, 2, 2))
+declined = ft.op_stats().get("aten::convolution", {}).get("fallback", 0)
+errors = {}
+for name, fn, args in (
+    ("nll_target_out_of_range", lambda s, t: F.nll_loss(s, t), (torch.randn(3, 4), torch.tensor([0, 7, 1]))),
+    ("conv_channels_mismatch", lambda x, w: F.conv2d(x, w), (torch.randn(1, 3, 5, 5), torch.randn(2, 4, 3, 3))),
+):
+    msgs = []
+    for d in ("cpu", dev):
+        try:
+            fn(*[a.to(d) for a in args])
+            msgs.append(None)
+        except Exception as e:
+            msgs.append(str(e).splitlines()[0])
+    errors[name] = msgs
+tiers = {}
+ft.reset_op_stats()
+check("stats_probe_conv", lambda x, w: F.conv2d(x, w), rg(1, 2, 5, 5), rg(3, 2, 3, 3))
+check("stats_probe_bn", lambda x: F.batch_norm(x, None, None, training=True), rg(4, 3))
+check("stats_probe_ln", lambda x: F.layer_norm(x, (3,)), rg(4, 3))
+check("stats_probe_ce", lambda s, t: F.cross_entropy(s, t), rg(4, 3), torch.tensor([0, 2, 1, 1]))
+check("stats_probe_mse", lambda a, b: F.mse_loss(a, b), rg(4, 3), rg(4, 3))
+check("stats_probe_emb", lambda w, i: F.embedding(i, w), rg(5, 3), torch.tensor([1, 4]))
+print(json.dumps({"bad": bad, "declined": declined, "errors": errors, "stats": ft.op_stats()}))
+"""
+
+
+def _available(backend: str) -> str | None:
+    proc = python_subprocess(
+        f"import flagos_torchfl as ft; ft.initialize({backend!r})", timeout=120
+    )
+    return None if proc.returncode == 0 else proc.stderr.strip()[-300:]
+
+
+@pytest.fixture(params=["host", "opencl"])
+def backend(request):
+    if request.param == "opencl":
+        why = _available("opencl")
+        if why:
+            pytest.skip(f"opencl unavailable: {why}")
+    return request.param
+
+
+def test_composites_match_cpu(backend, tmp_path):
+    env = HOST_ROUTES if backend == "host" else {}
+    proc = python_subprocess(
+        CHECKS.replace("BACKEND", repr(backend)), timeout=900, FLAGOS_CACHE_DIR=str(tmp_path), **env
+    )
+    r = json.loads(check_ok(proc).strip().splitlines()[-1])
+    assert r["bad"] == {}, r["bad"]
+    # The probes ran every composite op on the composite tier, none on the host.
+    overloads = (
+        "aten::convolution",
+        "aten::convolution_backward",
+        "aten::native_batch_norm",
+        "aten::native_batch_norm_backward",
+        "aten::native_layer_norm",
+        "aten::native_layer_norm_backward",
+        "aten::nll_loss_forward",
+        "aten::nll_loss_backward",
+        "aten::mse_loss",
+        "aten::mse_loss_backward",
+        "aten::embedding_dense_backward",
+    )
+    for name in overloads:
+        tiers = r["stats"].get(name, {})
+        assert tiers.get("decomposition", 0) > 0 and not tiers.get("fallback"), (name, tiers)
+    # Inside: the GEMMs ran on a kernel, not on the host.
+    assert not r["stats"].get("aten::bmm", {}).get("fallback"), r["stats"].get("aten::bmm")
+    # Declined calls: counted host fallbacks, CPU's own errors.
+    assert r["declined"] >= 1
+    for name, (cpu, flagos) in r["errors"].items():
+        assert cpu is not None and flagos == cpu, (name, cpu, flagos)
