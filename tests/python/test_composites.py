@@ -137,6 +137,8 @@ for name, fn, args in (
 tiers = {}
 ft.reset_op_stats()
 check("stats_probe_conv", lambda x, w: F.conv2d(x, w), rg(1, 2, 5, 5), rg(3, 2, 3, 3))
+# .sum().backward() hands convolution_backward an all-stride-0 grad_output.
+check("stats_probe_conv_sum", lambda x, w: F.conv2d(x, w).sum(), rg(2, 2, 5, 5), rg(3, 2, 3, 3))
 check("stats_probe_bn", lambda x: F.batch_norm(x, None, None, training=True), rg(4, 3))
 check("stats_probe_ln", lambda x: F.layer_norm(x, (3,)), rg(4, 3))
 check("stats_probe_ce", lambda s, t: F.cross_entropy(s, t), rg(4, 3), torch.tensor([0, 2, 1, 1]))

@@ -144,9 +144,10 @@ at::Tensor weightGrad(const at::Tensor& y, const at::Tensor& x4, const Geometry&
   return joined(parts, 0).view({y.size(1), x4.size(1) / g.groups, g.kh, g.kw});
 }
 
-// (N, C, H, W) -> (N, C, H*W); reshape copies only non-contiguous inputs.
+// (N, C, H, W) -> (N, C, H*W), contiguous: a GEMM operand needs one unit
+// stride (grad_output of `.sum().backward()` is all stride 0).
 at::Tensor flat(const at::Tensor& t) {
-  return t.reshape({t.size(0), t.size(1), -1});
+  return t.contiguous().view({t.size(0), t.size(1), -1});
 }
 
 // Shapes of one call, checked as far as the composite relies on them; any
