@@ -1,8 +1,8 @@
-"""flagos (host plugin) vs native CPU, in one process: ResNet-18-like
+"""flagos (host plugin, or --backend opencl) vs native CPU, in one process: ResNet-18-like
 inference and training step, a small transformer training step, and per-op
 micro-benchmarks (tiny tensors: dispatch overhead; large: throughput).
 
-    TORCH_DEVICE_BACKEND_AUTOLOAD=0 PYTHONPATH=<pkg dir> python benchmarks/bench_training.py [--quick]
+    TORCH_DEVICE_BACKEND_AUTOLOAD=0 PYTHONPATH=<pkg dir> python benchmarks/bench_training.py [--quick] [--backend opencl]
 
 Each case: warm-up, then the median of timed repetitions (CPU and flagos
 interleaved, each flagos repetition ending with a device synchronize). `speed` = CPU time / flagos time (1.0: as fast as native
@@ -38,6 +38,8 @@ def timeit_pair(fc, ff, reps: int, warmup: int) -> tuple[float, float]:
         fc()
         ff()
     sync("flagos")
+    # Steady state: specialized kernels queued during the warm-up are in.
+    ft.wait_for_specializations()
     tc, tf = [], []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -155,8 +157,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller shapes, fewer repetitions")
     ap.add_argument("--only", default="", help="run the cases whose name contains this")
+    ap.add_argument("--backend", default="host", help="flagos backend to compare with CPU")
     args = ap.parse_args()
-    ft.initialize(backend="host")
+    ft.initialize(backend=args.backend)
     reps, warm = (3, 1) if args.quick else (9, 2)
     rows = []
 
@@ -179,7 +182,9 @@ def main() -> None:
         )
         print(" | ".join(rows[-1]), flush=True)
 
-    print(f"torch {torch.__version__}, CPU threads {torch.get_num_threads()}, flagos backend: host")
+    print(
+        f"torch {torch.__version__}, CPU threads {torch.get_num_threads()}, flagos backend: {args.backend}"
+    )
     print("case | cpu | flagos | speed (cpu/flagos) | fallbacks")
     for kind, train in (("resnet18", False), ("resnet18", True), ("transformer", True)):
         name = f"{kind} {'train step (SGD)' if train else 'inference'}"
