@@ -292,3 +292,34 @@ def test_out_of_range_indices_raise_as_on_cpu(backend, tmp_path):
     for case, (cpu, device) in r["errors"].items():
         assert cpu is not None and device == cpu, (case, cpu, device)
     assert r["tiers"].get("generated", 0) >= 1, r["tiers"]
+
+
+EMPTY_OUTPUTS = """
+torch.manual_seed(0)
+cases = {
+    "exp": lambda x: torch.exp(x),
+    "add": lambda x: x + x,
+    "sum_keep_empty": lambda x: x.sum(2),
+    "softmax": lambda x: torch.softmax(x, -1),
+    "cat": lambda x: torch.cat([x, x], 0),
+}
+x = torch.randn(1, 0, 3)
+bad = {}
+ft.reset_op_stats()
+for name, fn in cases.items():
+    want, got = fn(x), fn(x.to(dev))
+    if got.shape != want.shape or got.dtype != want.dtype:
+        bad[name] = [list(want.shape), list(got.shape), str(want.dtype), str(got.dtype)]
+    else:
+        torch.testing.assert_close(got.cpu(), want)
+fallbacks = {op: t["fallback"] for op, t in ft.op_stats().items() if t.get("fallback")}
+print(json.dumps({"bad": bad, "fallbacks": fallbacks}))
+"""
+
+
+def test_empty_outputs_need_no_kernel(backend, tmp_path):
+    # Nothing to write: the bridge returns the meta-shaped outputs itself
+    # instead of sending a zero-size call to the host.
+    r = run(backend, EMPTY_OUTPUTS, tmp_path)
+    assert r["bad"] == {}, r["bad"]
+    assert r["fallbacks"] == {}, r["fallbacks"]

@@ -706,6 +706,12 @@ class SemanticKernel final : public c10::OperatorKernel {
       return Native::Skip;  // e.g. a dim out of range: the host tier raises it properly
     }
 
+    // Empty outputs: the meta kernel checked the arguments and there is
+    // nothing to write (kernels and the generator need not handle numel 0).
+    if (std::all_of(outputs.begin(), outputs.end(),
+                    [](const at::Tensor& t) { return !t.defined() || t.numel() == 0; }))
+      return finish(outputs, shapes, args, stack);
+
     // Call.
     c10::DeviceGuard guard(*device);
     flagosStream_t stream = flagos::currentVendorStream(device->index());
