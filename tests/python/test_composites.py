@@ -34,6 +34,11 @@ COMPOSITE_OPS = (
     "mse_loss",
     "mse_loss_backward",
     "embedding_dense_backward",
+    "binary_cross_entropy",
+    "binary_cross_entropy_backward",
+    "smooth_l1_loss",
+    "smooth_l1_loss_backward",
+    "huber_loss",
 )
 HOST_ROUTES = {f"FLAGOS_OP_{op.upper()}": "generated" for op in COMPOSITE_OPS}
 
@@ -110,6 +115,17 @@ for red in ("none", "mean", "sum"):
     check(f"cross_entropy_{red}", lambda s, t: F.cross_entropy(s, t, reduction=red, ignore_index=2),
           scores, target.clamp(min=0))
     check(f"mse_{red}", lambda a, b: F.mse_loss(a, b, reduction=red), rg(3, 4), rg(3, 4))
+for red in ("none", "mean", "sum"):
+    probs = torch.rand(3, 4, dtype=torch.float64).clamp(0.05, 0.95).requires_grad_()
+    labels = torch.randint(0, 2, (3, 4)).double()
+    check(f"bce_{red}", lambda p, y: F.binary_cross_entropy(p, y, reduction=red), probs, labels)
+    check(f"bce_weight_{red}", lambda p, y, w: F.binary_cross_entropy(p, y, w, reduction=red),
+          probs, labels, torch.rand(3, 4, dtype=torch.float64))
+    for beta in (0.5, 0.0):
+        check(f"smooth_l1_{red}_{beta}",
+              lambda a, b: F.smooth_l1_loss(a, b, reduction=red, beta=beta), rg(3, 4), rg(3, 4))
+    check(f"huber_{red}", lambda a, b: F.huber_loss(a, b, reduction=red, delta=0.7), rg(3, 4),
+          torch.randn(3, 4, dtype=torch.float64))
 check("nll_unbatched", lambda s, t: F.nll_loss(s, t), rg(5), torch.tensor(3))
 check("nll2d", lambda s, t: F.nll_loss(s, t), rg(2, 4, 3, 3), torch.randint(0, 4, (2, 3, 3)))
 check("nll2d_none", lambda s, t: F.nll_loss(s, t, reduction="none"), rg(2, 4, 3, 3),
@@ -124,6 +140,7 @@ declined = ft.op_stats().get("aten::convolution", {}).get("fallback", 0)
 errors = {}
 for name, fn, args in (
     ("nll_target_out_of_range", lambda s, t: F.nll_loss(s, t), (torch.randn(3, 4), torch.tensor([0, 7, 1]))),
+    ("bce_input_outside_0_1", lambda p, y: F.binary_cross_entropy(p, y), (torch.tensor([0.5, 1.5]), torch.tensor([1.0, 0.0]))),
     ("conv_channels_mismatch", lambda x, w: F.conv2d(x, w), (torch.randn(1, 3, 5, 5), torch.randn(2, 4, 3, 3))),
 ):
     msgs = []
@@ -143,6 +160,9 @@ check("stats_probe_bn", lambda x: F.batch_norm(x, None, None, training=True), rg
 check("stats_probe_ln", lambda x: F.layer_norm(x, (3,)), rg(4, 3))
 check("stats_probe_ce", lambda s, t: F.cross_entropy(s, t), rg(4, 3), torch.tensor([0, 2, 1, 1]))
 check("stats_probe_mse", lambda a, b: F.mse_loss(a, b), rg(4, 3), rg(4, 3))
+check("stats_probe_bce", lambda p, y: F.binary_cross_entropy(p, y), torch.rand(4, dtype=torch.float64).requires_grad_(), torch.rand(4, dtype=torch.float64))
+check("stats_probe_smooth_l1", lambda a, b: F.smooth_l1_loss(a, b), rg(4), rg(4))
+check("stats_probe_huber", lambda a, b: F.huber_loss(a, b), rg(4), rg(4))
 check("stats_probe_emb", lambda w, i: F.embedding(i, w), rg(5, 3), torch.tensor([1, 4]))
 print(json.dumps({"bad": bad, "declined": declined, "errors": errors, "stats": ft.op_stats()}))
 """
@@ -184,6 +204,11 @@ def test_composites_match_cpu(backend, tmp_path):
         "aten::mse_loss",
         "aten::mse_loss_backward",
         "aten::embedding_dense_backward",
+        "aten::binary_cross_entropy",
+        "aten::binary_cross_entropy_backward",
+        "aten::smooth_l1_loss",
+        "aten::smooth_l1_loss_backward.grad_input",  # out= overload: composite + copy
+        "aten::huber_loss",
     )
     for name in overloads:
         tiers = r["stats"].get(name, {})

@@ -1,5 +1,7 @@
-// Losses from gathers, scatters and reductions (Note [Composite kernels]):
-// nll_loss / nll_loss2d and their backwards, mse_loss and its backward.
+// Losses from gathers, scatters, reductions and pointwise operators (Note
+// [Composite kernels]): nll_loss / nll_loss2d, mse_loss, binary_cross_entropy,
+// smooth_l1_loss and their backwards, huber_loss. Formulas are ATen's
+// (aten/src/ATen/native/Loss.cpp, LossNLL.cpp).
 //
 // Note [Targets out of range]
 // CPU raises "Target N is out of bounds" for a class index outside
@@ -118,6 +120,23 @@ bool nllLossBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// The reduction of an elementwise loss.
+at::Tensor reduced(const at::Tensor& loss, int64_t reduction) {
+  return reduction == kNone ? loss : reduction == kSum ? loss.sum() : loss.mean();
+}
+
+// Elementwise loss arguments: self, target like self (same shape), a valid
+// reduction.
+bool elementwise(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+  return usableFirst(self) && usableLike(target, self) && target.sizes().equals(self.sizes()) &&
+         reduction >= kNone && reduction <= kSum;
+}
+
+// Gradient scale of a reduced loss: 1/numel for mean, 1 otherwise.
+double norm(const at::Tensor& self, int64_t reduction) {
+  return reduction == kMean ? 1.0 / static_cast<double>(self.numel()) : 1.0;
+}
+
 // mse_loss(self, target, reduction) -> Tensor
 bool mseLoss(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   constexpr int kArgs = 3;
@@ -125,12 +144,9 @@ bool mseLoss(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isInt()) return false;
   const at::Tensor self = a[0].toTensor(), target = a[1].toTensor();
   const int64_t reduction = a[2].toInt();
-  if (!usableFirst(self) || !usableLike(target, self) || !target.sizes().equals(self.sizes()) ||
-      reduction < kNone || reduction > kSum)
-    return false;
+  if (!elementwise(self, target, reduction)) return false;
   const at::Tensor d = self - target;
-  const at::Tensor sq = d * d;
-  replaceArgs(stack, kArgs, {reduction == kNone ? sq : reduction == kSum ? sq.sum() : sq.mean()});
+  replaceArgs(stack, kArgs, {reduced(d * d, reduction)});
   return true;
 }
 
@@ -141,12 +157,93 @@ bool mseLossBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isTensor() || !a[3].isInt()) return false;
   const at::Tensor dy = a[0].toTensor(), self = a[1].toTensor(), target = a[2].toTensor();
   const int64_t reduction = a[3].toInt();
-  if (!usableFirst(self) || !usableLike(target, self) || !usableLike(dy, self) ||
-      !target.sizes().equals(self.sizes()) || reduction < kNone || reduction > kSum ||
+  if (!elementwise(self, target, reduction) || !usableLike(dy, self) ||
       (reduction != kNone && dy.numel() != 1))
     return false;
-  const double norm = reduction == kMean ? 2.0 / static_cast<double>(self.numel()) : 2.0;
-  replaceArgs(stack, kArgs, {(self - target) * norm * dy});
+  replaceArgs(stack, kArgs, {(self - target) * (2 * norm(self, reduction)) * dy});
+  return true;
+}
+
+// binary_cross_entropy(self, target, weight, reduction) -> Tensor.
+// CPU raises unless every input is in [0, 1] (NaN included): checked with
+// one read-back like Note [Targets out of range]. Logs clamp at -100.
+bool binaryCrossEntropy(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[3].isInt()) return false;
+  const at::Tensor x = a[0].toTensor(), t = a[1].toTensor(), w = optTensor(a[2]);
+  const int64_t reduction = a[3].toInt();
+  if (!elementwise(x, t, reduction) || (w.defined() && !usableLike(w, x))) return false;
+  if ((x.ge(0) & x.le(1)).logical_not().any().item<bool>()) return false;
+  at::Tensor loss = (t - 1) * x.neg().log1p().clamp_min(-100) - t * x.log().clamp_min(-100);
+  if (w.defined()) loss = loss * w;
+  replaceArgs(stack, kArgs, {reduced(loss, reduction)});
+  return true;
+}
+
+// binary_cross_entropy_backward(grad_output, self, target, weight, reduction)
+bool binaryCrossEntropyBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 5;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isTensor() || !a[4].isInt()) return false;
+  const at::Tensor dy = a[0].toTensor(), x = a[1].toTensor(), t = a[2].toTensor();
+  const at::Tensor w = optTensor(a[3]);
+  const int64_t reduction = a[4].toInt();
+  if (!elementwise(x, t, reduction) || !usableLike(dy, x) || (w.defined() && !usableLike(w, x)))
+    return false;
+  constexpr double kEpsilon = 1e-12;  // ATen's, in Loss.cpp
+  at::Tensor grad = dy * (x - t) / ((1 - x) * x).clamp_min(kEpsilon) * norm(x, reduction);
+  if (w.defined()) grad = grad * w;
+  replaceArgs(stack, kArgs, {grad});
+  return true;
+}
+
+// smooth_l1_loss(self, target, reduction, beta) -> Tensor
+bool smoothL1Loss(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isInt() || !a[3].isDouble()) return false;
+  const at::Tensor x = a[0].toTensor(), t = a[1].toTensor();
+  const int64_t reduction = a[2].toInt();
+  const double beta = a[3].toDouble();
+  if (!elementwise(x, t, reduction) || beta < 0) return false;
+  const at::Tensor z = (x - t).abs();
+  const at::Tensor loss = beta == 0 ? z : at::where(z < beta, z * z * (0.5 / beta), z - 0.5 * beta);
+  replaceArgs(stack, kArgs, {reduced(loss, reduction)});
+  return true;
+}
+
+// smooth_l1_loss_backward(grad_output, self, target, reduction, beta)
+bool smoothL1LossBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 5;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isTensor() || !a[3].isInt() ||
+      !a[4].isDouble())
+    return false;
+  const at::Tensor dy = a[0].toTensor(), x = a[1].toTensor(), t = a[2].toTensor();
+  const int64_t reduction = a[3].toInt();
+  const double beta = a[4].toDouble();
+  if (!elementwise(x, t, reduction) || !usableLike(dy, x) || beta < 0) return false;
+  // ATen's order of tests: x <= -beta first (so beta == 0, x == 0 gives -1).
+  const at::Tensor d = x - t, g = dy * norm(x, reduction);
+  const at::Tensor inner = beta == 0 ? at::zeros_like(d) : d / beta;
+  const at::Tensor grad = at::where(d <= -beta, -g, at::where(d >= beta, g, inner * g));
+  replaceArgs(stack, kArgs, {grad});
+  return true;
+}
+
+// huber_loss(self, target, reduction, delta) -> Tensor
+bool huberLoss(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isInt() || !a[3].isDouble()) return false;
+  const at::Tensor x = a[0].toTensor(), t = a[1].toTensor();
+  const int64_t reduction = a[2].toInt();
+  const double delta = a[3].toDouble();
+  if (!elementwise(x, t, reduction) || delta <= 0) return false;
+  const at::Tensor z = (x - t).abs();
+  const at::Tensor loss = at::where(z < delta, z * z * 0.5, (z - 0.5 * delta) * delta);
+  replaceArgs(stack, kArgs, {reduced(loss, reduction)});
   return true;
 }
 
@@ -159,6 +256,11 @@ void addLossComposites(void (*add)(const char*, CompositeFn)) {
   add("nll_loss2d_backward", nllLossBackward<true>);
   add("mse_loss", mseLoss);
   add("mse_loss_backward", mseLossBackward);
+  add("binary_cross_entropy", binaryCrossEntropy);
+  add("binary_cross_entropy_backward", binaryCrossEntropyBackward);
+  add("smooth_l1_loss", smoothL1Loss);
+  add("smooth_l1_loss_backward", smoothL1LossBackward);
+  add("huber_loss", huberLoss);
 }
 
 }  // namespace flagos::composite

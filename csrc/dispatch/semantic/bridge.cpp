@@ -179,7 +179,7 @@ class SemanticKernel final : public c10::OperatorKernel {
     }
     // Our own composites (Note [Composite kernels]) before ATen's: ATen has
     // none for the ops we write them for.
-    if (route != Route::Fallback && composite_ && composite_(op, stack)) {
+    if (route != Route::Fallback && composite_ && runComposite(op, stack)) {
       recordOpCall(counters(), Tier::Decomposition);
       return Tier::Decomposition;
     }
@@ -247,8 +247,13 @@ class SemanticKernel final : public c10::OperatorKernel {
       }
     }
     num_returns_ = static_cast<int>(schema.returns().size());
-    // Composites build new tensors: they serve the functional overloads.
-    if (kind_ == OutKind::Functional) composite_ = composite::findComposite(spec_.id);
+    // Composites compute functional calls; out= overloads whose out
+    // arguments are the trailing ones (all of ATen's) reuse them.
+    const bool trailing_outs = kind_ == OutKind::Out &&
+                               static_cast<int>(outputs_.size()) == num_returns_ &&
+                               outputs_.front() == num_args_ - static_cast<int>(outputs_.size());
+    if (kind_ == OutKind::Functional || trailing_outs)
+      composite_ = composite::findComposite(spec_.id);
     decomposable_ = kOverloads[ov_].decomposable &&
                     !op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse3) &&
                     op.hasComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse3);
@@ -596,6 +601,27 @@ class SemanticKernel final : public c10::OperatorKernel {
       cache_.emplace(std::move(owned), result);
     }
     return result;
+  }
+
+  // Tier 3, our composite (Note [Composite kernels]). An out= call runs it on
+  // its functional arguments and copies the results into the out tensors.
+  bool runComposite(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+    if (kind_ == OutKind::Functional) return composite_(op, stack);
+    const int n_out = static_cast<int>(outputs_.size());
+    const c10::IValue* args = stack->data() + (stack->size() - num_args_);
+    torch::jit::Stack call(args, args + num_args_ - n_out);
+    if (!composite_(op, &call)) return false;
+    c10::SmallVector<c10::IValue, 4> outs;
+    for (int i = 0; i < n_out; ++i) {
+      at::Tensor out = args[outputs_[i]].toTensor();
+      const at::Tensor& result = call[i].toTensor();
+      if (out.sizes() != result.sizes()) out.resize_(result.sizes());
+      out.copy_(result);
+      outs.push_back(args[outputs_[i]]);
+    }
+    torch::jit::drop(*stack, num_args_);
+    for (c10::IValue& v : outs) stack->push_back(std::move(v));
+    return true;
   }
 
   // Tier 1 (fn: the native kernel) or tier 2 (fn == nullptr: generated).
