@@ -343,8 +343,9 @@ Source emit(const Recipe& recipe, const Signature& sig, Variant variant, const T
   bool float_scalars =
       recipe.kind == RecipeKind::Pointwise && classOf(computeDtype(sig)) != ComputeClass::Int;
   for (size_t k = 0; k < sig.scalar_dtypes.size(); ++k) {
-    const bool f =
-        float_scalars || (recipe.kind == RecipeKind::Index && indexFloatScalar(recipe, (int)k));
+    const bool f = float_scalars ||
+                   (recipe.kind == RecipeKind::Index && indexFloatScalar(recipe, (int)k)) ||
+                   (recipe.kind == RecipeKind::Window && windowFloatScalar(recipe, (int)k));
     params.push_back(
         {Param::Scalar, "s" + str(k), 0, f ? (fp64 ? "double" : "float") : dl->int64Type(), false});
   }
@@ -361,6 +362,9 @@ Source emit(const Recipe& recipe, const Signature& sig, Variant variant, const T
       break;
     case RecipeKind::Index:
       body = indexBody(recipe, sig, *dl, target);
+      break;
+    case RecipeKind::Window:
+      body = windowBody(recipe, sig, *dl, target);
       break;
   }
   std::ostringstream s;

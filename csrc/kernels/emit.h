@@ -63,5 +63,8 @@ std::string commonHelpers(bool fp64);
 std::string indexPrelude(const Recipe& recipe, const Signature& sig, const Target& target);
 std::string indexBody(const Recipe& recipe, const Signature& sig, const Dialect& dl,
                       const Target& target);
+// Window kernels (window.cpp): the body.
+std::string windowBody(const Recipe& recipe, const Signature& sig, const Dialect& dl,
+                       const Target& target);
 
 }  // namespace flagos::kernels

@@ -68,6 +68,8 @@ std::vector<MetaField> metaLayout(const Recipe& recipe, int num_operands) {
       break;
     case RecipeKind::Index:
       return indexMetaLayout(num_operands);
+    case RecipeKind::Window:
+      return windowMetaLayout(num_operands);
   }
   return f;
 }
@@ -175,6 +177,9 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
     case RecipeKind::Index:
       out->global = packIndex(recipe, call, target, &meta);
       break;
+    case RecipeKind::Window:
+      out->global = packWindow(recipe, call, target, &meta);
+      break;
   }
   out->meta.resize(meta.size() * sizeof(int64_t));
   std::memcpy(out->meta.data(), meta.data(), out->meta.size());
@@ -196,8 +201,9 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
     const flagosScalar& s = call.scalars[k];
     uint8_t* dst = out->scalar_bytes.data() + 8 * k;
     const bool is_float = isFloating(s.dtype);
-    floating =
-        pointwise_floating || (recipe.kind == RecipeKind::Index && indexFloatScalar(recipe, k));
+    floating = pointwise_floating ||
+               (recipe.kind == RecipeKind::Index && indexFloatScalar(recipe, k)) ||
+               (recipe.kind == RecipeKind::Window && windowFloatScalar(recipe, k));
     const size_t width = floating && !target.fp64 ? 4 : 8;
     widths[k] = (uint32_t)width;
     if (floating && width == 8) {

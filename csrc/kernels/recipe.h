@@ -12,7 +12,7 @@
 
 namespace flagos::kernels {
 
-enum class RecipeKind : uint8_t { Pointwise, Reduce, Row, Index };
+enum class RecipeKind : uint8_t { Pointwise, Reduce, Row, Index, Window };
 enum class Reducer : uint8_t { Sum, Mean, Prod, Max, Min, Any, All };
 // Where a reduction finds its dims: scalar 0 as a bitmask ({as: dims}),
 // scalar 0 as one dim ({as: dim}), or always every dim.
@@ -32,6 +32,21 @@ enum class IndexOp : uint8_t {
   Flip,
   Cat,
   Pad
+};
+// Window operators (window.cpp, Note [Window kernels]).
+enum class WindowOp : uint8_t {
+  Im2col,
+  Col2im,
+  MaxPool,
+  MaxPoolBackward,
+  AvgPool,
+  AvgPoolBackward,
+  AdaptiveAvgPool,
+  AdaptiveAvgPoolBackward,
+  AdaptiveMaxPool,
+  AdaptiveMaxPoolBackward,
+  UpsampleNearest,
+  UpsampleNearestBackward
 };
 
 // How values are computed: int64 for integral and bool, float for float32
@@ -56,6 +71,8 @@ struct Recipe {
   RowOp row = RowOp::Softmax;
   // Index.
   IndexOp index_op = IndexOp::IndexSelect;
+  // Window.
+  WindowOp window_op = WindowOp::Im2col;
 };
 
 struct Operand {
@@ -130,5 +147,18 @@ uint64_t packIndex(const Recipe& recipe, const Call& call, const Target& target,
 std::vector<MetaField> indexMetaLayout(int num_operands);
 // Whether scalar k is passed as a float (double; float without fp64).
 bool indexFloatScalar(const Recipe& recipe, int k);
+
+// --- window operators (window.cpp) -----------------------------------------
+// Fills r's Window fields for a catalog row of family pooling/convolution
+// (im2col, col2im, pools, nearest upsampling), or false with *why_not.
+bool makeWindowRecipe(const OpInfo& op, Recipe* r, std::string* why_not);
+bool windowKeyFor(const Recipe& recipe, const Call& call, Variant variant, const Target& target,
+                  KernelKey* key, std::string* why_not);
+// Fills flagos_meta's words; returns the launch's global size.
+uint64_t packWindow(const Recipe& recipe, const Call& call, const Target& target,
+                    std::vector<int64_t>* meta);
+std::vector<MetaField> windowMetaLayout(int num_operands);
+// Whether scalar k is passed as a float (double; float without fp64).
+bool windowFloatScalar(const Recipe& recipe, int k);
 
 }  // namespace flagos::kernels

@@ -1,5 +1,6 @@
 // makeRecipe: pointwise operators from their catalog expression, reductions
-// and row operators by semantic ID.
+// and row operators by semantic ID; index (index.cpp) and window (window.cpp)
+// operators by semantic ID.
 #include <map>
 
 #include "kernels/recipe.h"
@@ -103,6 +104,11 @@ std::shared_ptr<const Recipe> makeRecipe(const OpInfo& op, std::string* why_not)
   r->inputs = op.inputs;
   r->scalars = op.scalars;
   r->num_outputs = op.num_outputs;
+  if (op.family == "pooling" || op.family == "convolution") {
+    if (!makeWindowRecipe(op, r.get(), why_not)) return nullptr;
+    r->identity = fnv1a("window\n" + op.id);
+    return r;
+  }
   if (op.num_outputs != 1) return fail(why_not, "only single-output operators are generated");
   if (op.family == "pointwise") {
     auto ov = overrides().find(op.id);
