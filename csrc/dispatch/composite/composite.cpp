@@ -24,6 +24,9 @@ CompositeFn findComposite(const char* id) {
     addNormalizationComposites(add);
     addLossComposites(add);
     addEmbeddingComposites(add);
+    addIndexComposites(add);
+    addReductionComposites(add);
+    addGemmComposites(add);
     return true;
   }();
   (void)filled;

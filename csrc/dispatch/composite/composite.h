@@ -34,5 +34,8 @@ void addConvolutionComposites(void (*add)(const char*, CompositeFn));
 void addNormalizationComposites(void (*add)(const char*, CompositeFn));
 void addLossComposites(void (*add)(const char*, CompositeFn));
 void addEmbeddingComposites(void (*add)(const char*, CompositeFn));
+void addIndexComposites(void (*add)(const char*, CompositeFn));
+void addReductionComposites(void (*add)(const char*, CompositeFn));
+void addGemmComposites(void (*add)(const char*, CompositeFn));
 
 }  // namespace flagos::composite

@@ -35,17 +35,14 @@ std::array<int64_t, 2> k(const Geometry& g) {
   return {g.kh, g.kw};
 }
 
-// Exactly `spatial` values (ATen's convolution requires that length).
+// `spatial` values, or one for all dims (ATen expands it: padding="valid"
+// arrives as [0]).
 bool readPair(const c10::IValue& v, int spatial, int64_t* h, int64_t* w) {
   if (!v.isIntList()) return false;
   const std::vector<int64_t> l = v.toIntVector();
-  if (static_cast<int>(l.size()) != spatial) return false;
-  if (spatial == 1) {
-    *w = l[0];
-  } else {
-    *h = l[0];
-    *w = l[1];
-  }
+  if (l.size() != 1 && static_cast<int>(l.size()) != spatial) return false;
+  *w = l.back();
+  if (spatial == 2) *h = l.front();
   return true;
 }
 
@@ -62,11 +59,25 @@ bool readGeometry(const c10::IValue* a, int spatial, int64_t kh, int64_t kw, Geo
   g->groups = a[5].toInt();
   const bool positive = g->sh >= 1 && g->sw >= 1 && g->dh >= 1 && g->dw >= 1 && g->groups >= 1;
   const bool padding_ok = g->ph >= 0 && g->pw >= 0 && g->op_h >= 0 && g->op_w >= 0;
-  // col2im sees as many blocks as the forward had only when output_padding
-  // stays below the stride (ATen also allows it below the dilation).
+  // ATen: output_padding below the stride or the dilation (transposed only).
   const bool op_ok =
-      g->transposed ? g->op_h < g->sh && g->op_w < g->sw : g->op_h == 0 && g->op_w == 0;
+      g->transposed ? (g->op_h < g->sh || g->op_h < g->dh) && (g->op_w < g->sw || g->op_w < g->dw)
+                    : g->op_h == 0 && g->op_w == 0;
   return positive && padding_ok && op_ok;
+}
+
+// Note [Transposed convolution on the full grid]
+// col2im/im2col of a transposed convolution see H x W blocks only while
+// output_padding < stride. Otherwise the call is computed on the full
+// grid, (H-1)*s + d*(k-1) + 1 rows, without padding, and cropped (padding)
+// or zero-extended (output_padding) to the output with constant_pad_nd;
+// grad_output takes the inverse pad on the way back.
+bool needsFullGrid(const Geometry& g) {
+  return g.transposed && (g.op_h >= g.sh || g.op_w >= g.sw);
+}
+
+int64_t fullSize(int64_t in, int64_t k, int64_t s, int64_t d) {
+  return (in - 1) * s + d * (k - 1) + 1;
 }
 
 int64_t blocks(int64_t size, int64_t k, int64_t s, int64_t p, int64_t d) {
@@ -181,6 +192,19 @@ bool shapesOf(const at::Tensor& x4, const at::Tensor& w4, const Geometry& g, Sha
   return s->oh >= 1 && s->ow >= 1;
 }
 
+// The geometry without padding and output_padding (the full grid).
+Geometry unpadded(const Geometry& g) {
+  Geometry u = g;
+  u.ph = u.pw = u.op_h = u.op_w = 0;
+  return u;
+}
+
+// constant_pad_nd's pads from the full grid (fh x fw) to the output: crop
+// `padding` in front, then extend (or crop) to the output size.
+std::vector<int64_t> toOutput(const Geometry& g, const Shapes& s, int64_t fh, int64_t fw) {
+  return {-g.pw, s.ow - (fw - g.pw), -g.ph, s.oh - (fh - g.ph)};
+}
+
 // aten::convolution(input, weight, bias, stride, padding, dilation,
 //                   transposed, output_padding, groups) -> Tensor
 bool convolution(const c10::OperatorHandle&, torch::jit::Stack* stack) {
@@ -200,8 +224,14 @@ bool convolution(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   if (!shapesOf(x4, w4, g, &s)) return false;
   if (bias.defined() && (!usable(bias, x) || bias.dim() != 1 || bias.size(0) != s.o)) return false;
 
-  at::Tensor out = g.transposed ? raise(flat(x4), w4, g, s.oh, s.ow)
-                                : lower(x4, w4, g).view({s.n, s.o, s.oh, s.ow});
+  at::Tensor out;
+  if (needsFullGrid(g)) {  // Note [Transposed convolution on the full grid]
+    const int64_t fh = fullSize(s.h, g.kh, g.sh, g.dh), fw = fullSize(s.w, g.kw, g.sw, g.dw);
+    out = at::constant_pad_nd(raise(flat(x4), w4, unpadded(g), fh, fw), toOutput(g, s, fh, fw));
+  } else {
+    out = g.transposed ? raise(flat(x4), w4, g, s.oh, s.ow)
+                       : lower(x4, w4, g).view({s.n, s.o, s.oh, s.ow});
+  }
   out = out.contiguous(formatOf(x4, w4));
   if (bias.defined()) out.add_(bias.view({1, s.o, 1, 1}));
   replaceArgs(stack, kArgs, {from2d(out, g)});
@@ -237,8 +267,17 @@ bool convolutionBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
     if (mask[0]) grad_input = raise(flat(go4), w4, g, s.h, s.w).contiguous(format);
     if (mask[1]) grad_weight = weightGrad(flat(go4), x4, g).contiguous(format);
   } else {
-    if (mask[0]) grad_input = lower(go4, w4, g).view({s.n, s.c, s.h, s.w}).contiguous(format);
-    if (mask[1]) grad_weight = weightGrad(flat(x4), go4, g).contiguous(format);
+    Geometry gg = g;
+    at::Tensor y = go4;
+    if (needsFullGrid(g)) {  // Note [Transposed convolution on the full grid]
+      gg = unpadded(g);
+      const int64_t fh = fullSize(s.h, g.kh, g.sh, g.dh), fw = fullSize(s.w, g.kw, g.sw, g.dw);
+      std::vector<int64_t> pads = toOutput(g, s, fh, fw);
+      for (int64_t& p : pads) p = -p;
+      y = at::constant_pad_nd(go4, pads);
+    }
+    if (mask[0]) grad_input = lower(y, w4, gg).view({s.n, s.c, s.h, s.w}).contiguous(format);
+    if (mask[1]) grad_weight = weightGrad(flat(x4), y, gg).contiguous(format);
   }
   if (mask[2]) grad_bias = go4.sum({0, 2, 3});
   replaceArgs(stack, kArgs,

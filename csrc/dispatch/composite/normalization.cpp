@@ -162,9 +162,13 @@ bool layerNorm(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   if (!a || !a[0].isTensor() || !a[4].isDouble()) return false;
   const at::Tensor x = a[0].toTensor(), weight = optTensor(a[2]), bias = optTensor(a[3]);
   std::vector<int64_t> dims, lead;
-  if (!usableFirst(x) || !normalizedDims(x, a[1], &dims, &lead) || !affine(weight, x, dims) ||
-      !affine(bias, x, dims))
+  // An empty batch is fine (every result is empty); empty rows are not
+  // (CPU gives NaN statistics there).
+  if (!usableFirst(x, /*allow_empty=*/true) || !normalizedDims(x, a[1], &dims, &lead) ||
+      !affine(weight, x, dims) || !affine(bias, x, dims))
     return false;
+  for (int64_t d : dims)
+    if (x.size(d) == 0) return false;
   const at::Tensor mean = x.mean(dims, /*keepdim=*/true);
   const at::Tensor centered = x - mean;
   const at::Tensor rstd = ((centered * centered).mean(dims, true) + a[4].toDouble()).rsqrt();
@@ -187,10 +191,13 @@ bool layerNormBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   const at::Tensor mean = a[3].toTensor(), rstd = a[4].toTensor(), weight = optTensor(a[5]);
   const std::vector<bool> mask = a[7].toBoolList().vec();
   std::vector<int64_t> dims, lead;
-  if (mask.size() != 3 || !usableFirst(x) || !usableLike(dy, x) || !dy.sizes().equals(x.sizes()) ||
-      !usableLike(mean, x) || !usableLike(rstd, x) || !normalizedDims(x, a[2], &dims, &lead) ||
-      !affine(weight, x, dims) || (mask[1] && !weight.defined()))
+  if (mask.size() != 3 || !usableFirst(x, /*allow_empty=*/true) || !usableLike(dy, x) ||
+      !dy.sizes().equals(x.sizes()) || !usableLike(mean, x) || !usableLike(rstd, x) ||
+      !normalizedDims(x, a[2], &dims, &lead) || !affine(weight, x, dims) ||
+      (mask[1] && !weight.defined()))
     return false;
+  for (int64_t d : dims)
+    if (x.size(d) == 0) return false;
   const at::Tensor xhat = (x - mean) * rstd;
   at::Tensor dx, dweight, dbias;
   if (mask[0]) {

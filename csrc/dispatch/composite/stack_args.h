@@ -23,8 +23,9 @@ inline at::Tensor optTensor(const c10::IValue& v) {
 // The first tensor of a call a composite takes: on the flagos device, with
 // elements, float32 or float64 (the types the BLAS and generated tiers
 // cover alike; half types stay with the host tier's CPU semantics).
-inline bool usableFirst(const at::Tensor& t) {
-  return t.defined() && t.device().is_privateuseone() && t.numel() > 0 &&
+// @p allow_empty: the composite is correct on zero elements too.
+inline bool usableFirst(const at::Tensor& t, bool allow_empty = false) {
+  return t.defined() && t.device().is_privateuseone() && (allow_empty || t.numel() > 0) &&
          (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble);
 }
 
