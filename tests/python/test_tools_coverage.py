@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from tool_models.cli import MLP, SPECIAL, TIERS, explain, read_json, run_cli
 
 
@@ -57,3 +59,38 @@ def test_bad_model_spec_is_a_clear_error(tmp_path):
     assert "model file not found" in proc.stderr
     proc = run_cli("coverage", f"{MLP}:no_such_function")
     assert proc.returncode == 1 and "has no function no_such_function()" in proc.stderr
+
+
+def test_predicted_tiers_match_what_runs_on_opencl(tmp_path):
+    """The prediction (Note [Predicted tier]) knows the generated tier and the
+    composites: for the tiny CNN on opencl it must name the tier op_stats()
+    then counts for every catalog overload the model calls."""
+    import pytest
+    from conftest import python_subprocess
+    from tool_models.cli import MODELS
+
+    model = str(MODELS / "tiny_cnn.py")
+    report = tmp_path / "cov.json"
+    proc = run_cli("coverage", model, "--backend", "opencl", "--json", str(report))
+    if proc.returncode != 0 and "opencl" in proc.stderr:
+        pytest.skip(f"opencl unavailable: {proc.stderr.strip()[-200:]}")
+    assert proc.returncode == 0, explain(proc)
+    predicted = {r["op"]: r["tiers"]["opencl"] for r in read_json(report)["ops"] if r["in_catalog"]}
+    ran = python_subprocess(
+        f"""
+        import json, runpy, torch, flagos_torchfl as ft
+        ft.initialize("opencl")
+        model, inputs, loss_fn = runpy.run_path({model!r})["get_model"]()
+        model = model.to("flagos")
+        ft.reset_op_stats()
+        loss_fn(model(*[x.to("flagos") for x in inputs])).backward()
+        print(json.dumps(ft.op_stats()))
+        """,
+        timeout=300,
+        FLAGOS_CACHE_DIR=str(tmp_path / "kernels"),
+    )
+    assert ran.returncode == 0, ran.stderr
+    stats = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert {"generated", "decomposition", "native"} <= set(predicted.values()), predicted
+    for op, tier in predicted.items():
+        assert list(stats.get(op, {})) == [tier], (op, tier, stats.get(op))

@@ -874,6 +874,22 @@ std::vector<std::string> catalogNativeIds() {
   return out;
 }
 
+// Semantic IDs the generated tier can take on this backend (a recipe and a
+// compiler table), and those with a composite (Note [Composite kernels]).
+std::vector<std::string> catalogGeneratedIds() {
+  std::vector<std::string> out;
+  for (int i = 0; i < kNumOps; ++i)
+    if (hasGeneratedKernel(i)) out.emplace_back(kOps[i].id);
+  return out;
+}
+
+std::vector<std::string> catalogCompositeIds() {
+  std::vector<std::string> out;
+  for (int i = 0; i < kNumOps; ++i)
+    if (composite::findComposite(kOps[i].id)) out.emplace_back(kOps[i].id);
+  return out;
+}
+
 std::vector<std::string> catalogRoutes() {
   initRouting();
   std::vector<std::string> out;
@@ -913,4 +929,6 @@ TORCH_LIBRARY_FRAGMENT(flagos, m) {
   m.def("_catalog_overloads() -> str[]", &flagos::semantic::catalogOverloads);
   m.def("_catalog_native_ids() -> str[]", &flagos::semantic::catalogNativeIds);
   m.def("_catalog_routes() -> str[]", &flagos::semantic::catalogRoutes);
+  m.def("_catalog_generated_ids() -> str[]", &flagos::semantic::catalogGeneratedIds);
+  m.def("_catalog_composite_ids() -> str[]", &flagos::semantic::catalogCompositeIds);
 }

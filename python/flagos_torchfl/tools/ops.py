@@ -24,13 +24,16 @@ from ._output import add_output_arguments, render, write_json
 # The bridge (csrc/dispatch/semantic/bridge.cpp, Note [The semantic bridge])
 # tries native, generated, decomposition, host. Without running anything we
 # predict: route "fallback" -> fallback; a native kernel for the semantic ID
-# (and a route that allows it) -> native; else the overload's composite kernel
-# when ATen has one and the catalog does not forbid it (decompose: false) ->
-# decomposition; else fallback. A structured functional/in-place overload
-# (add.Tensor, exp_) decomposes into its `.out` overload, so it takes that
-# overload's tier ("decomposition" when that one is native). The generated
-# tier does not exist yet. Kernels may still refuse a call at run time
-# (NOT_SUPPORTED for a dtype) and move on: op_stats() says what really ran.
+# (and a route that allows it: not "generated") -> native; a generator recipe
+# on a backend with a compiler table -> generated; our composite for the ID
+# (csrc/dispatch/composite/, functional and out= overloads) -> decomposition;
+# else the overload's composite kernel when ATen has one and the catalog does
+# not forbid it (decompose: false) -> decomposition; else fallback. A
+# structured functional/in-place overload (add.Tensor, exp_) decomposes into
+# its `.out` overload, so it takes that overload's tier ("decomposition" when
+# that one is native). Kernels may still refuse a call at run time
+# (NOT_SUPPORTED for a dtype, a shape the generator declines) and move on:
+# op_stats() says what really ran.
 
 _CATALOG_CANDIDATES = (Path(__file__).resolve().parents[3] / "ops" / "catalog.yaml",)
 
@@ -75,17 +78,28 @@ def out_overload(name: str) -> str:
     return f"{base}.out"
 
 
-def _catalog_tables() -> tuple[dict[str, str], dict[str, str], set[str]]:
-    """(overload -> semantic id, overload -> route, native ids); empty without the catalog."""
+def _catalog_tables() -> tuple[dict[str, str], dict[str, str], dict[str, set[str]]]:
+    """(overload -> semantic id, overload -> route, {"native"|"generated"|"composite": ids});
+    empty without the catalog."""
     import torch
 
     try:
         overloads = dict(r.split("=", 1) for r in torch.ops.flagos._catalog_overloads())
         routes = dict(r.split("=", 1) for r in torch.ops.flagos._catalog_routes())
-        native = set(torch.ops.flagos._catalog_native_ids())
+        kernels = {
+            "native": set(torch.ops.flagos._catalog_native_ids()),
+            "generated": set(torch.ops.flagos._catalog_generated_ids()),
+            "composite": set(torch.ops.flagos._catalog_composite_ids()),
+        }
     except (AttributeError, RuntimeError):  # core built with FLAGOS_ENABLE_CATALOG=OFF
-        return {}, {}, set()
-    return overloads, routes, native
+        return {}, {}, {"native": set(), "generated": set(), "composite": set()}
+    return overloads, routes, kernels
+
+
+def _in_place(name: str) -> bool:
+    """aten::add_.Tensor, aten::exp_ (composites do not serve these)."""
+    base = name.split(".", 1)[0]
+    return base.endswith("_") and not base.endswith("__")
 
 
 def _local_support() -> dict[str, Any]:
@@ -94,7 +108,8 @@ def _local_support() -> dict[str, Any]:
     if not is_initialized():
         initialize()
     info = backend_info(verbose=False)
-    overloads, routes, native = _catalog_tables()
+    overloads, routes, kernels = _catalog_tables()
+    native = kernels["native"]
     entries = _catalog_yaml()
 
     tiers: dict[str, str] = {}
@@ -107,8 +122,12 @@ def _local_support() -> dict[str, Any]:
         out = out_overload(name)
         if route == "fallback":
             result = "fallback"
-        elif op_id in native:
+        elif op_id in native and route != "generated":
             result = "native"
+        elif op_id in kernels["generated"]:
+            result = "generated"
+        elif op_id in kernels["composite"] and not _in_place(name):
+            result = "decomposition"
         elif entries.get(op_id, {}).get("decompose", True) is False or not (cea or ceanf):
             result = "fallback"
         elif ceanf and out in overloads and out != name:

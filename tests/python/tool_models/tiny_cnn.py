@@ -14,4 +14,4 @@ def get_model():
     )
     x = torch.randn(8, 1, 8, 8)
     target = torch.randint(0, 10, (8,))
-    return model, (x,), lambda out: torch.nn.functional.cross_entropy(out, target)
+    return model, (x,), lambda out: torch.nn.functional.cross_entropy(out, target.to(out.device))
