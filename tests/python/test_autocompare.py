@@ -145,6 +145,31 @@ def test_generated_tier_is_checked():
     assert "tier generated" in proc.stderr, proc.stderr
 
 
+def test_composite_kernels_are_checked():
+    # Note [Composite kernels]: convolution as im2col + bmm, routed past the
+    # host's native kernel; a correct composite checks clean, a broken one
+    # (its outputs perturbed) is reported under its own tier.
+    code = """
+    import json, torch, flagos_torchfl as ft
+    ft.initialize(backend="host")
+    x, w = torch.randn(2, 3, 6, 6, device="flagos"), torch.randn(4, 3, 3, 3, device="flagos")
+    torch.nn.functional.conv2d(x, w, padding=1)
+    torch.nn.functional.layer_norm(x, (6,))
+    print(json.dumps({"rows": [json.loads(r) for r in torch.ops.flagos._autocompare_report()]}))
+    """
+    routes = {"FLAGOS_OP_CONVOLUTION_DIRECT": "generated", "FLAGOS_OP_LAYER_NORM": "generated"}
+    clean = {r["op"]: r for r in report(run(code, FLAGOS_AUTOCOMPARE="1", **routes))["rows"]}
+    for op in ("aten::convolution", "aten::native_layer_norm"):
+        assert clean[op]["tier"] == "decomposition" and clean[op]["mismatches"] == 0, clean
+    proc = run(
+        code, FLAGOS_AUTOCOMPARE="1", FLAGOS_AUTOCOMPARE_INJECT="convolution_direct", **routes
+    )
+    broken = {r["op"]: r for r in report(proc)["rows"]}
+    assert broken["aten::convolution"]["mismatches"] == 1, broken
+    assert broken["aten::native_layer_norm"]["mismatches"] == 0, broken
+    assert "tier decomposition" in proc.stderr, proc.stderr
+
+
 def test_a_wrong_kernel_is_reported_once_and_counted():
     proc = run(FLAGOS_AUTOCOMPARE="1", FLAGOS_AUTOCOMPARE_INJECT="mm")
     out = report(proc)  # report mode: the run goes on
