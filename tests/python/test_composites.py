@@ -44,6 +44,9 @@ COMPOSITE_OPS = (
     "var",
     "std",
     "addbmm",
+    "clamp_tensor",
+    "nan_to_num",
+    "cumsum",
 )
 HOST_ROUTES = {f"FLAGOS_OP_{op.upper()}": "generated" for op in COMPOSITE_OPS}
 
@@ -67,6 +70,8 @@ def check(name, fn, *args, tol=1e-5):
     want, got = fn(*cpu), fn(*fl)
     try:
         torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=tol)
+        if not want.requires_grad:
+            return
         grad = torch.randn_like(want)
         want.backward(grad)
         got.backward(grad.to(dev))
@@ -165,6 +170,18 @@ for red_dims, corr, keep in ((None, None, False), ((0, 2), 0, True), ((1,), 2.5,
           rg(3, 4, 5))
     check(f"std_{red_dims}_{corr}", lambda x: torch.std(x, red_dims, correction=corr, keepdim=keep),
           rg(3, 4, 5))
+check("clamp_tensor_min_only", lambda x, lo: torch.clamp(x, min=lo), rg(3, 4), rg(4))
+check("clamp_tensor_max_only", lambda x, hi: torch.clamp(x, max=hi), rg(3, 4), rg(3, 1))
+check("clamp_tensor_in_place", lambda x, hi: torch.clamp_(x * 1, max=hi), rg(3, 4), rg(3, 4))
+special = torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), -2.0], dtype=torch.float64)
+check("nan_to_num_defaults", lambda x: torch.nan_to_num(x), special)
+check("nan_to_num_float32", lambda x: torch.nan_to_num(x, posinf=7.0), special.float())
+check("nan_to_num_out", lambda x: torch.nan_to_num(x, nan=1.5, out=torch.empty_like(x)), special)
+check("cumsum", lambda x: torch.cumsum(x, 1), rg(3, 37))
+check("cumsum_int", lambda x: torch.cumsum(x, 0), torch.randint(-9, 9, (70, 2), dtype=torch.int32))
+check("cumsum_in_place", lambda x: (x * 1).cumsum_(-1), rg(2, 9))
+check("cumsum_dtype", lambda x: torch.cumsum(x, 0, dtype=torch.float64), rg(5, dtype=torch.float32))
+check("addbmm_in_place", lambda s, a, b: (s * 1).addbmm_(a, b), rg(3, 5), rg(4, 3, 2), rg(4, 2, 5))
 check("addbmm", lambda s, a, b: torch.addbmm(s, a, b, beta=0.5, alpha=2), rg(3, 5), rg(4, 3, 2), rg(4, 2, 5))
 
 # Declined calls reach the host tier: counted there, with CPU's results/errors.
@@ -202,6 +219,11 @@ check("stats_probe_roll", lambda x: torch.roll(x, 1, 0), rg(3, 4))
 check("stats_probe_var", lambda x: torch.var(x, 0), rg(3, 4))
 check("stats_probe_std", lambda x: torch.std(x), rg(3, 4))
 check("stats_probe_addbmm", lambda s, a, b: torch.addbmm(s, a, b), rg(3, 5), rg(4, 3, 2), rg(4, 2, 5))
+check("stats_probe_clamp", lambda x, lo: torch.clamp(x, min=lo), rg(3, 4), rg(4))
+check("stats_probe_clamp_", lambda x, lo: torch.clamp_(x * 1, min=lo), rg(3, 4), rg(4))
+check("stats_probe_nan_to_num", lambda x: torch.nan_to_num(x), special)
+check("stats_probe_cumsum", lambda x: torch.cumsum(x, 0), rg(6, 2))
+check("stats_probe_cumsum_", lambda x: (x * 1).cumsum_(0), rg(6, 2))
 check("stats_probe_emb", lambda w, i: F.embedding(i, w), rg(5, 3), torch.tensor([1, 4]))
 print(json.dumps({"bad": bad, "declined": declined, "errors": errors, "stats": ft.op_stats()}))
 """
@@ -253,6 +275,11 @@ def test_composites_match_cpu(backend, tmp_path):
         "aten::var.correction",
         "aten::std.correction",
         "aten::addbmm",
+        "aten::clamp.Tensor",
+        "aten::clamp_.Tensor",
+        "aten::nan_to_num.out",
+        "aten::cumsum",
+        "aten::cumsum_",
     )
     # (host's generator also takes functional scatters itself: "generated".)
     for name in overloads:

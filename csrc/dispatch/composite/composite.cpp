@@ -7,18 +7,18 @@
 namespace flagos::composite {
 namespace {
 
-std::unordered_map<std::string, CompositeFn>& table() {
-  static std::unordered_map<std::string, CompositeFn> t;
+std::unordered_map<std::string, Composite>& table() {
+  static std::unordered_map<std::string, Composite> t;
   return t;
 }
 
-void add(const char* id, CompositeFn fn) {
-  table().emplace(id, fn);
+void add(const char* id, CompositeFn fn, bool in_place) {
+  table().emplace(id, Composite{fn, in_place});
 }
 
 }  // namespace
 
-CompositeFn findComposite(const char* id) {
+const Composite* findComposite(const char* id) {
   static const bool filled = [] {
     addConvolutionComposites(add);
     addNormalizationComposites(add);
@@ -27,11 +27,12 @@ CompositeFn findComposite(const char* id) {
     addIndexComposites(add);
     addReductionComposites(add);
     addGemmComposites(add);
+    addPointwiseComposites(add);
     return true;
   }();
   (void)filled;
   auto it = table().find(id);
-  return it == table().end() ? nullptr : it->second;
+  return it == table().end() ? nullptr : &it->second;
 }
 
 }  // namespace flagos::composite

@@ -26,16 +26,26 @@ namespace flagos::composite {
 // returns) and returns true, or returns false with the stack untouched.
 using CompositeFn = bool (*)(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// A composite computes the functional (and out=) overloads of its operator;
+// `in_place` ones also serve the in-place overload (computed, then copied
+// into self): those never call their own operator's in-place form.
+struct Composite {
+  CompositeFn fn = nullptr;
+  bool in_place = false;
+};
+
 // The composite for semantic operator @p id, or nullptr.
-CompositeFn findComposite(const char* id);
+const Composite* findComposite(const char* id);
 
 // Each family's file registers its composites (composite.cpp calls them).
-void addConvolutionComposites(void (*add)(const char*, CompositeFn));
-void addNormalizationComposites(void (*add)(const char*, CompositeFn));
-void addLossComposites(void (*add)(const char*, CompositeFn));
-void addEmbeddingComposites(void (*add)(const char*, CompositeFn));
-void addIndexComposites(void (*add)(const char*, CompositeFn));
-void addReductionComposites(void (*add)(const char*, CompositeFn));
-void addGemmComposites(void (*add)(const char*, CompositeFn));
+using Register = void (*)(const char* id, CompositeFn fn, bool in_place);
+void addConvolutionComposites(Register add);
+void addNormalizationComposites(Register add);
+void addLossComposites(Register add);
+void addEmbeddingComposites(Register add);
+void addIndexComposites(Register add);
+void addReductionComposites(Register add);
+void addGemmComposites(Register add);
+void addPointwiseComposites(Register add);
 
 }  // namespace flagos::composite

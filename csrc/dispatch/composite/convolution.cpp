@@ -288,9 +288,9 @@ bool convolutionBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 
 }  // namespace
 
-void addConvolutionComposites(void (*add)(const char*, CompositeFn)) {
-  add("convolution_direct", convolution);
-  add("convolution_backward_direct", convolutionBackward);
+void addConvolutionComposites(Register add) {
+  add("convolution_direct", convolution, false);
+  add("convolution_backward_direct", convolutionBackward, false);
 }
 
 }  // namespace flagos::composite

@@ -36,8 +36,8 @@ bool embeddingDenseBackward(const c10::OperatorHandle&, torch::jit::Stack* stack
 
 }  // namespace
 
-void addEmbeddingComposites(void (*add)(const char*, CompositeFn)) {
-  add("embedding_dense_backward", embeddingDenseBackward);
+void addEmbeddingComposites(Register add) {
+  add("embedding_dense_backward", embeddingDenseBackward, false);
 }
 
 }  // namespace flagos::composite

@@ -29,8 +29,8 @@ bool addbmm(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 
 }  // namespace
 
-void addGemmComposites(void (*add)(const char*, CompositeFn)) {
-  add("addbmm", addbmm);
+void addGemmComposites(Register add) {
+  add("addbmm", addbmm, /*in_place=*/true);  // addbmm_ too: it calls addmm
 }
 
 }  // namespace flagos::composite

@@ -91,12 +91,12 @@ bool roll(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 
 }  // namespace
 
-void addIndexComposites(void (*add)(const char*, CompositeFn)) {
-  add("scatter_src", scatterCopy<Scatter::Src>);
-  add("scatter_value", scatterCopy<Scatter::Value>);
-  add("scatter_add", scatterCopy<Scatter::Add>);
-  add("index_add", scatterCopy<Scatter::IndexAdd>);
-  add("roll", roll);
+void addIndexComposites(Register add) {
+  add("scatter_src", scatterCopy<Scatter::Src>, false);
+  add("scatter_value", scatterCopy<Scatter::Value>, false);
+  add("scatter_add", scatterCopy<Scatter::Add>, false);
+  add("index_add", scatterCopy<Scatter::IndexAdd>, false);
+  add("roll", roll, false);
 }
 
 }  // namespace flagos::composite

@@ -249,18 +249,18 @@ bool huberLoss(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 
 }  // namespace
 
-void addLossComposites(void (*add)(const char*, CompositeFn)) {
-  add("nll_loss", nllLoss<false>);
-  add("nll_loss_backward", nllLossBackward<false>);
-  add("nll_loss2d", nllLoss<true>);
-  add("nll_loss2d_backward", nllLossBackward<true>);
-  add("mse_loss", mseLoss);
-  add("mse_loss_backward", mseLossBackward);
-  add("binary_cross_entropy", binaryCrossEntropy);
-  add("binary_cross_entropy_backward", binaryCrossEntropyBackward);
-  add("smooth_l1_loss", smoothL1Loss);
-  add("smooth_l1_loss_backward", smoothL1LossBackward);
-  add("huber_loss", huberLoss);
+void addLossComposites(Register add) {
+  add("nll_loss", nllLoss<false>, false);
+  add("nll_loss_backward", nllLossBackward<false>, false);
+  add("nll_loss2d", nllLoss<true>, false);
+  add("nll_loss2d_backward", nllLossBackward<true>, false);
+  add("mse_loss", mseLoss, false);
+  add("mse_loss_backward", mseLossBackward, false);
+  add("binary_cross_entropy", binaryCrossEntropy, false);
+  add("binary_cross_entropy_backward", binaryCrossEntropyBackward, false);
+  add("smooth_l1_loss", smoothL1Loss, false);
+  add("smooth_l1_loss_backward", smoothL1LossBackward, false);
+  add("huber_loss", huberLoss, false);
 }
 
 }  // namespace flagos::composite

@@ -212,11 +212,11 @@ bool layerNormBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 
 }  // namespace
 
-void addNormalizationComposites(void (*add)(const char*, CompositeFn)) {
-  add("batch_norm", batchNorm);
-  add("batch_norm_backward", batchNormBackward);
-  add("layer_norm", layerNorm);
-  add("layer_norm_backward", layerNormBackward);
+void addNormalizationComposites(Register add) {
+  add("batch_norm", batchNorm, false);
+  add("batch_norm_backward", batchNormBackward, false);
+  add("layer_norm", layerNorm, false);
+  add("layer_norm_backward", layerNormBackward, false);
 }
 
 }  // namespace flagos::composite

@@ -248,12 +248,17 @@ class SemanticKernel final : public c10::OperatorKernel {
     }
     num_returns_ = static_cast<int>(schema.returns().size());
     // Composites compute functional calls; out= overloads whose out
-    // arguments are the trailing ones (all of ATen's) reuse them.
+    // arguments are the trailing ones (all of ATen's) reuse them, and
+    // in-place ones (self first) when the composite allows it.
     const bool trailing_outs = kind_ == OutKind::Out &&
                                static_cast<int>(outputs_.size()) == num_returns_ &&
                                outputs_.front() == num_args_ - static_cast<int>(outputs_.size());
-    if (kind_ == OutKind::Functional || trailing_outs)
-      composite_ = composite::findComposite(spec_.id);
+    const bool self_in_place = kind_ == OutKind::InPlace && outputs_.size() == 1 &&
+                               outputs_.front() == 0 && num_returns_ == 1;
+    if (const composite::Composite* c = composite::findComposite(spec_.id)) {
+      if (kind_ == OutKind::Functional || trailing_outs || (self_in_place && c->in_place))
+        composite_ = c->fn;
+    }
     decomposable_ = kOverloads[ov_].decomposable &&
                     !op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse3) &&
                     op.hasComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse3);
@@ -604,13 +609,19 @@ class SemanticKernel final : public c10::OperatorKernel {
   }
 
   // Tier 3, our composite (Note [Composite kernels]). An out= call runs it on
-  // its functional arguments and copies the results into the out tensors.
+  // its functional arguments and copies the results into the out tensors;
+  // an in-place call copies the result into self.
   bool runComposite(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (kind_ == OutKind::Functional) return composite_(op, stack);
+    // out=: the arguments before the outs; in-place: all, self included.
     const int n_out = static_cast<int>(outputs_.size());
     const c10::IValue* args = stack->data() + (stack->size() - num_args_);
-    torch::jit::Stack call(args, args + num_args_ - n_out);
+    torch::jit::Stack call(args, args + num_args_ - (kind_ == OutKind::Out ? n_out : 0));
     if (!composite_(op, &call)) return false;
+    // self cannot grow: CPU raises for such an in-place call, so decline.
+    if (kind_ == OutKind::InPlace &&
+        args[outputs_[0]].toTensor().sizes() != call[0].toTensor().sizes())
+      return false;
     c10::SmallVector<c10::IValue, 4> outs;
     for (int i = 0; i < n_out; ++i) {
       at::Tensor out = args[outputs_[i]].toTensor();
