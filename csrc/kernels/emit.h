@@ -66,5 +66,8 @@ std::string indexBody(const Recipe& recipe, const Signature& sig, const Dialect&
 // Window kernels (window.cpp): the body.
 std::string windowBody(const Recipe& recipe, const Signature& sig, const Dialect& dl,
                        const Target& target);
+// Sort kernels (sort.cpp): the body.
+std::string sortBody(const Recipe& recipe, const Signature& sig, const Dialect& dl,
+                     const Target& target);
 
 }  // namespace flagos::kernels

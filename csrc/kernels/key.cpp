@@ -40,6 +40,9 @@ bool keyFor(const Recipe& recipe, const Call& call, Variant variant, const Targe
   if (recipe.kind == RecipeKind::Window) {
     return windowKeyFor(recipe, call, variant, target, key, why_not);
   }
+  if (recipe.kind == RecipeKind::Sort) {
+    return sortKeyFor(recipe, call, variant, target, key, why_not);
+  }
   if (call.num_outputs != recipe.num_outputs || call.num_inputs != (int)recipe.inputs.size() ||
       call.num_scalars != (int)recipe.scalars.size()) {
     return reject(why_not, recipe.id + ": operand counts differ from the catalog's");

@@ -70,6 +70,8 @@ std::vector<MetaField> metaLayout(const Recipe& recipe, int num_operands) {
       return indexMetaLayout(num_operands);
     case RecipeKind::Window:
       return windowMetaLayout(num_operands);
+    case RecipeKind::Sort:
+      return sortMetaLayout(num_operands);
   }
   return f;
 }
@@ -179,6 +181,9 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
       break;
     case RecipeKind::Window:
       out->global = packWindow(recipe, call, target, &meta);
+      break;
+    case RecipeKind::Sort:
+      out->global = packSort(recipe, call, target, &meta);
       break;
   }
   out->meta.resize(meta.size() * sizeof(int64_t));

@@ -12,7 +12,7 @@
 
 namespace flagos::kernels {
 
-enum class RecipeKind : uint8_t { Pointwise, Reduce, Row, Index, Window };
+enum class RecipeKind : uint8_t { Pointwise, Reduce, Row, Index, Window, Sort };
 enum class Reducer : uint8_t { Sum, Mean, Prod, Max, Min, Any, All };
 // Where a reduction finds its dims: scalar 0 as a bitmask ({as: dims}),
 // scalar 0 as one dim ({as: dim}), or always every dim.
@@ -46,8 +46,12 @@ enum class WindowOp : uint8_t {
   AdaptiveMaxPool,
   AdaptiveMaxPoolBackward,
   UpsampleNearest,
-  UpsampleNearestBackward
+  UpsampleNearestBackward,
+  UpsampleBilinear,
+  UpsampleBilinearBackward
 };
+// Rank sorts and index-returning reductions (sort.cpp, Note [Sort kernels]).
+enum class SortOp : uint8_t { Sort, Topk, Argmax, Argmin, MaxDim, MinDim };
 
 // How values are computed: int64 for integral and bool, float for float32
 // and the 16-bit types, double for float64.
@@ -73,6 +77,8 @@ struct Recipe {
   IndexOp index_op = IndexOp::IndexSelect;
   // Window.
   WindowOp window_op = WindowOp::Im2col;
+  // Sort.
+  SortOp sort_op = SortOp::Sort;
 };
 
 struct Operand {
@@ -160,5 +166,18 @@ uint64_t packWindow(const Recipe& recipe, const Call& call, const Target& target
 std::vector<MetaField> windowMetaLayout(int num_operands);
 // Whether scalar k is passed as a float (double; float without fp64).
 bool windowFloatScalar(const Recipe& recipe, int k);
+
+// --- sort, topk and arg reductions (sort.cpp) --------------------------------
+// Whether @p id is one of sort.cpp's operators (sort, topk, argmax, argmin,
+// max_dim, min_dim).
+bool isSortOp(const std::string& id);
+// Fills r's Sort fields, or false with *why_not.
+bool makeSortRecipe(const OpInfo& op, Recipe* r, std::string* why_not);
+bool sortKeyFor(const Recipe& recipe, const Call& call, Variant variant, const Target& target,
+                KernelKey* key, std::string* why_not);
+// Fills flagos_meta's words; returns the launch's global size.
+uint64_t packSort(const Recipe& recipe, const Call& call, const Target& target,
+                  std::vector<int64_t>* meta);
+std::vector<MetaField> sortMetaLayout(int num_operands);
 
 }  // namespace flagos::kernels

@@ -1,6 +1,7 @@
 // makeRecipe: pointwise operators from their catalog expression, reductions
-// and row operators by semantic ID; index (index.cpp) and window (window.cpp)
-// operators by semantic ID.
+// and row operators by semantic ID; index (index.cpp), window (window.cpp)
+// and sort (sort.cpp: sort, topk, argmax/argmin, max/min.dim) operators by
+// semantic ID.
 #include <map>
 
 #include "kernels/recipe.h"
@@ -107,6 +108,11 @@ std::shared_ptr<const Recipe> makeRecipe(const OpInfo& op, std::string* why_not)
   if (op.family == "pooling" || op.family == "convolution") {
     if (!makeWindowRecipe(op, r.get(), why_not)) return nullptr;
     r->identity = fnv1a("window\n" + op.id);
+    return r;
+  }
+  if (isSortOp(op.id)) {
+    if (!makeSortRecipe(op, r.get(), why_not)) return nullptr;
+    r->identity = fnv1a("sort\n" + op.id);
     return r;
   }
   if (op.num_outputs != 1) return fail(why_not, "only single-output operators are generated");

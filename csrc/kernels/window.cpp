@@ -1,5 +1,6 @@
 // Window operators (catalog families pooling/convolution): im2col/col2im,
-// max/avg/adaptive pooling and their backwards, nearest upsampling.
+// max/avg/adaptive pooling and their backwards, nearest and bilinear
+// upsampling and their backwards.
 // Note [Window kernels]:
 // * Every operand is one of three roles: an *image* (N?, C, IH, IW), a
 //   *grid* of windows (N?, C, OH, OW: pooled values, indices, grad_output)
@@ -18,7 +19,10 @@
 // * Values are computed as torch CPU does: float for float32 and the 16-bit
 //   types, double for float64; a NaN is the max of a window (the last NaN
 //   wins the index); avg_pool2d's divisor follows count_include_pad and
-//   divisor_override. Only generic kernels (no shape baked in).
+//   divisor_override; bilinear upsampling computes scales, source indices
+//   and weights as torch CPU's UpSample.h does (align_corners, scales_h/w
+//   present or not), its backward adds each output's four terms in torch
+//   CPU's order. Only generic kernels (no shape baked in).
 #include <algorithm>
 #include <array>
 #include <map>
@@ -53,6 +57,8 @@ const std::map<std::string, OpRow>& windowOps() {
        {WindowOp::AdaptiveMaxPoolBackward, 0, {Image, Grid, Image, Grid}}},
       {"upsample_nearest2d", {WindowOp::UpsampleNearest, 4, {Grid, Image}}},
       {"upsample_nearest2d_backward", {WindowOp::UpsampleNearestBackward, 8, {Image, Grid}}},
+      {"upsample_bilinear2d", {WindowOp::UpsampleBilinear, 5, {Grid, Image}}},
+      {"upsample_bilinear2d_backward", {WindowOp::UpsampleBilinearBackward, 9, {Image, Grid}}},
   };
   return kOps;
 }
@@ -78,7 +84,8 @@ bool isIndices(WindowOp op, int k) {
 bool gathers(WindowOp op) {
   return op == WindowOp::Col2im || op == WindowOp::MaxPoolBackward ||
          op == WindowOp::AvgPoolBackward || op == WindowOp::AdaptiveAvgPoolBackward ||
-         op == WindowOp::AdaptiveMaxPoolBackward || op == WindowOp::UpsampleNearestBackward;
+         op == WindowOp::AdaptiveMaxPoolBackward || op == WindowOp::UpsampleNearestBackward ||
+         op == WindowOp::UpsampleBilinearBackward;
 }
 
 bool reject(std::string* why_not, const std::string& why) {
@@ -221,7 +228,9 @@ bool makeWindowRecipe(const OpInfo& op, Recipe* r, std::string* why_not) {
 bool windowFloatScalar(const Recipe& r, int k) {
   // scales_h, scales_w
   return (r.window_op == WindowOp::UpsampleNearest && k >= 2) ||
-         (r.window_op == WindowOp::UpsampleNearestBackward && k >= 6);
+         (r.window_op == WindowOp::UpsampleNearestBackward && k >= 6) ||
+         (r.window_op == WindowOp::UpsampleBilinear && k >= 3) ||
+         (r.window_op == WindowOp::UpsampleBilinearBackward && k >= 7);
 }
 
 bool windowKeyFor(const Recipe& recipe, const Call& call, Variant variant, const Target& target,
@@ -518,6 +527,110 @@ std::string windowBody(const Recipe& r, const Signature& sig, const Dialect& dl,
         << " == h; ++y)\n"
         << "    for (" << L << " x = x0; x < meta.ow && " << src("x", "meta.iw", "meta.ow", "fw")
         << " == w; ++x) acc += " << load(1, at(1, "y", "x")) << ";\n"
+        << "  " << store(0, at(0, "h", "w"), "acc") << "\n";
+      break;
+    }
+    case WindowOp::UpsampleBilinear:
+    case WindowOp::UpsampleBilinearBackward: {
+      // torch CPU's area_pixel_compute_scale, area_pixel_compute_source_index
+      // and compute_source_index_and_lambda (UpSample.h), in T: the scale is
+      // (in - 1) / (out - 1) with align_corners, else 1 / scales_h when
+      // given and > 0, else in / out; the source index is floored as a float
+      // (floorf), as there.
+      const bool fwd = op == WindowOp::UpsampleBilinear;
+      const std::string ac = fwd ? "s2" : "s6";
+      const std::string one = target.fp64 ? "1.0 / " : "1.0f / ";
+      auto scale = [&](const std::string& name, const std::string& in, const std::string& out,
+                       const std::string& given) {
+        s << "  const " << T << " " << name << " = " << ac << " ? (" << out << " > 1 ? (" << T
+          << ")(" << in << " - 1) / (" << T << ")(" << out << " - 1) : (" << T << ")0) : " << given
+          << " > 0 ? (" << T << ")(" << one << given << ") : (" << T << ")" << in << " / (" << T
+          << ")" << out << ";\n";
+      };
+      scale("rh", "meta.ih", "meta.oh", fwd ? "s3" : "s7");
+      scale("rw", "meta.iw", "meta.ow", fwd ? "s4" : "s8");
+      // Statements: source index i0 (and real index q) of destination v.
+      auto source = [&](const std::string& v, const std::string& in, const std::string& out,
+                        const std::string& r, const std::string& i0, const std::string& pad) {
+        s << pad << L << " " << i0 << " = " << v << ";\n"
+          << pad << T << " q = (" << T << ")0;\n"
+          << pad << "if (" << out << " != " << in << ") {\n"
+          << pad << "  q = " << ac << " ? " << r << " * (" << T << ")(" << v << ") : " << r
+          << " * ((" << T << ")(" << v << ") + (" << T << ")0.5f) - (" << T << ")0.5f;\n"
+          << pad << "  if (!" << ac << " && q < (" << T << ")0) q = (" << T << ")0;\n"
+          << pad << "  " << i0 << " = (" << L << ")floor((float)q);\n"
+          << pad << "  if (" << i0 << " > " << in << " - 1) " << i0 << " = " << in << " - 1;\n"
+          << pad << "}\n";
+      };
+      // Statements declaring i0, i1 (source indices) and l0, l1 (their
+      // weights) of destination v.
+      auto weights = [&](const std::string& v, const std::string& in, const std::string& out,
+                         const std::string& r, const std::string& i0, const std::string& i1,
+                         const std::string& l0, const std::string& l1, const std::string& pad) {
+        s << pad << L << " " << i0 << ", " << i1 << ";\n"
+          << pad << T << " " << l0 << ", " << l1 << ";\n"
+          << pad << "{\n";
+        source(v, in, out, r, "i_", pad + "  ");
+        s << pad << "  " << i0 << " = i_;\n"
+          << pad << "  " << i1 << " = i_;\n"
+          << pad << "  " << l0 << " = (" << T << ")1;\n"
+          << pad << "  " << l1 << " = (" << T << ")0;\n"
+          << pad << "  if (" << out << " != " << in << ") {\n"
+          << pad << "    " << T << " lam = q - (" << T << ")i_;\n"
+          << pad << "    lam = lam < (" << T << ")0 ? (" << T << ")0 : lam;\n"
+          << pad << "    lam = (" << T << ")1 < lam ? (" << T << ")1 : lam;\n"
+          << pad << "    " << i1 << " = i_ + (i_ < " << in << " - 1 ? 1 : 0);\n"
+          << pad << "    " << l1 << " = lam;\n"
+          << pad << "    " << l0 << " = (" << T << ")1 - lam;\n"
+          << pad << "  }\n"
+          << pad << "}\n";
+      };
+      if (fwd) {
+        weights("y", "meta.ih", "meta.oh", "rh", "h0", "h1", "hl0", "hl1", "  ");
+        weights("x", "meta.iw", "meta.ow", "rw", "w0", "w1", "wl0", "wl1", "  ");
+        // torch's generic kernel: the w interpolation first, then h.
+        s << "  " << T << " t0 = " << load(1, at(1, "h0", "w0")) << " * wl0;\n"
+          << "  t0 += " << load(1, at(1, "h0", "w1")) << " * wl1;\n"
+          << "  " << T << " t1 = " << load(1, at(1, "h1", "w0")) << " * wl0;\n"
+          << "  t1 += " << load(1, at(1, "h1", "w1")) << " * wl1;\n"
+          << "  " << T << " o = t0 * hl0;\n"
+          << "  o += t1 * hl1;\n"
+          << "  " << store(0, at(0, "y", "x"), "o") << "\n";
+        break;
+      }
+      // Gather form: the outputs whose first source index is h - 1 or h are
+      // a range (the map is monotonic: binary search for its start); add
+      // their terms in torch's order: (y, x), then i00, i01, i10, i11.
+      auto range = [&](const std::string& name, const std::string& v, const std::string& in,
+                       const std::string& out, const std::string& r) {
+        s << "  " << L << " " << name << " = 0;\n"
+          << "  {\n"
+          << "    " << L << " hi = " << out << ";\n"
+          << "    while (" << name << " < hi) {\n"
+          << "      const " << L << " mid = " << name << " + (hi - " << name << ") / 2;\n";
+        source("mid", in, out, r, "f", "      ");
+        s << "      (void)q;\n"
+          << "      if (f < " << v << " - 1) " << name << " = mid + 1; else hi = mid;\n"
+          << "    }\n"
+          << "  }\n";
+      };
+      range("ya", "h", "meta.ih", "meta.oh", "rh");
+      range("xa", "w", "meta.iw", "meta.ow", "rw");
+      s << "  " << T << " acc = (" << T << ")0;\n"
+        << "  for (" << L << " y = ya; y < meta.oh; ++y) {\n";
+      weights("y", "meta.ih", "meta.oh", "rh", "h0", "h1", "hl0", "hl1", "    ");
+      s << "    if (h0 > h) break;\n"
+        << "    if (h0 != h && h1 != h) continue;\n"
+        << "    for (" << L << " x = xa; x < meta.ow; ++x) {\n";
+      weights("x", "meta.iw", "meta.ow", "rw", "w0", "w1", "wl0", "wl1", "      ");
+      s << "      if (w0 > w) break;\n"
+        << "      const " << T << " g = " << load(1, at(1, "y", "x")) << ";\n"
+        << "      if (h0 == h && w0 == w) acc += hl0 * wl0 * g;\n"
+        << "      if (h0 == h && w1 == w) acc += hl0 * wl1 * g;\n"
+        << "      if (h1 == h && w0 == w) acc += hl1 * wl0 * g;\n"
+        << "      if (h1 == h && w1 == w) acc += hl1 * wl1 * g;\n"
+        << "    }\n"
+        << "  }\n"
         << "  " << store(0, at(0, "h", "w"), "acc") << "\n";
       break;
     }
