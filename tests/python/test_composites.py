@@ -107,6 +107,17 @@ check("conv_transpose2d_output_padding_ge_stride",
       lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(3, 2), padding=(1, 2),
                                          output_padding=(2, 3), groups=2, dilation=(4, 4)),
       rg(2, 2, 4, 4), rg(2, 2, 4, 5), rg(4))
+x3 = rg(2, 4, 5, 6, 7)
+check("conv3d", lambda x, w, b: F.conv3d(x, w, b, padding=1), x3, rg(3, 4, 3, 2, 3), rg(3))
+check("conv3d_stride_dilation_groups",
+      lambda x, w: F.conv3d(x, w, stride=(2, 1, 3), dilation=(1, 2, 1), padding=(0, 2, 1), groups=2),
+      x3, rg(6, 2, 2, 3, 2))
+check("conv_transpose3d",
+      lambda x, w, b: F.conv_transpose3d(x, w, b, stride=2, padding=(1, 0, 1), output_padding=(1, 0, 1)),
+      x3, rg(4, 3, 3, 2, 3), rg(3))
+check("conv_transpose3d_groups_dilation",
+      lambda x, w: F.conv_transpose3d(x, w, stride=(1, 2, 1), dilation=(2, 1, 3), groups=2),
+      x3, rg(4, 2, 2, 3, 2))
 check("conv_transpose1d", lambda x, w: F.conv_transpose1d(x, w, stride=3), rg(2, 4, 6), rg(4, 2, 2))
 
 rm, rv = torch.randn(3, dtype=torch.float64), torch.rand(3, dtype=torch.float64) + 0.5
@@ -186,7 +197,8 @@ check("addbmm", lambda s, a, b: torch.addbmm(s, a, b, beta=0.5, alpha=2), rg(3, 
 
 # Declined calls reach the host tier: counted there, with CPU's results/errors.
 ft.reset_op_stats()
-check("conv3d_declined", lambda x, w: F.conv3d(x, w), rg(1, 2, 4, 4, 4), rg(3, 2, 2, 2, 2))
+check("conv3d_half_declined", lambda x, w: F.conv3d(x, w),
+      rg(1, 2, 4, 4, 4).to(torch.bfloat16), rg(3, 2, 2, 2, 2).to(torch.bfloat16), tol=0.05)
 declined = ft.op_stats().get("aten::convolution", {}).get("fallback", 0)
 errors = {}
 for name, fn, args in (
@@ -205,6 +217,8 @@ for name, fn, args in (
 tiers = {}
 ft.reset_op_stats()
 check("stats_probe_conv", lambda x, w: F.conv2d(x, w), rg(1, 2, 5, 5), rg(3, 2, 3, 3))
+check("stats_probe_conv3d", lambda x, w: F.conv_transpose3d(F.conv3d(x, w), w),
+      rg(1, 2, 4, 4, 4), rg(3, 2, 2, 2, 2))
 # .sum().backward() hands convolution_backward an all-stride-0 grad_output.
 check("stats_probe_conv_sum", lambda x, w: F.conv2d(x, w).sum(), rg(2, 2, 5, 5), rg(3, 2, 3, 3))
 check("stats_probe_bn", lambda x: F.batch_norm(x, None, None, training=True), rg(4, 3))

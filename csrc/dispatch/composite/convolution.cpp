@@ -1,7 +1,8 @@
 // Convolution as im2col + GEMM (Note [Composite kernels]): aten::convolution
 // and aten::convolution_backward for 1-D and 2-D, grouped, strided, padded,
 // dilated and transposed convolutions on backends without a convolution
-// kernel of their own. 3-D convolutions and half types go to the host tier.
+// kernel of their own (3-D: convolution_3d.cpp). Half types go to the host
+// tier.
 //
 // Note [Convolution from three GEMM shapes]
 // With cols = im2col(x) (N, C*kh*kw, L) and W viewed per group as
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "dispatch/composite/composite.h"
+#include "dispatch/composite/conv_gemm.h"
 #include "dispatch/composite/stack_args.h"
 
 namespace flagos::composite {
@@ -105,28 +107,10 @@ at::MemoryFormat formatOf(const at::Tensor& x, const at::Tensor& w) {
   return at::MemoryFormat::Contiguous;
 }
 
-// Group gi's rows of a (rows, ...) weight as a (rows/g, rest) matrix.
-at::Tensor groupMatrix(const at::Tensor& w4, int64_t gi, int64_t groups) {
-  const int64_t rows = w4.size(0) / groups;
-  return w4.narrow(0, gi * rows, rows).reshape({rows, -1});
-}
-
-at::Tensor joined(std::vector<at::Tensor>& parts, int64_t dim) {
-  return parts.size() == 1 ? parts[0] : at::cat(parts, dim);
-}
-
 // W @ im2col(x): (N, W.rows, L).
 at::Tensor lower(const at::Tensor& x4, const at::Tensor& w4, const Geometry& g) {
-  const int64_t n = x4.size(0);
-  const at::Tensor cols = at::im2col(x4, k(g), {g.dh, g.dw}, {g.ph, g.pw}, {g.sh, g.sw});
-  const int64_t kk = cols.size(1) / g.groups;
-  std::vector<at::Tensor> parts;
-  for (int64_t gi = 0; gi < g.groups; ++gi) {
-    const at::Tensor wg = groupMatrix(w4, gi, g.groups);
-    parts.push_back(
-        at::bmm(wg.unsqueeze(0).expand({n, wg.size(0), kk}), cols.narrow(1, gi * kk, kk)));
-  }
-  return joined(parts, 1);
+  return weightTimesColumns(at::im2col(x4, k(g), {g.dh, g.dw}, {g.ph, g.pw}, {g.sh, g.sw}), w4,
+                            g.groups);
 }
 
 // col2im(W^T @ y, hw): y (N, W.rows, L) -> (N, W.size(1) * groups, h, w).
@@ -145,20 +129,7 @@ at::Tensor raise(const at::Tensor& y, const at::Tensor& w4, const Geometry& g, i
 // sum_n y[n] @ im2col(x)[n]^T, per group: (y.size(1), x.size(1)/groups, kh, kw).
 at::Tensor weightGrad(const at::Tensor& y, const at::Tensor& x4, const Geometry& g) {
   const at::Tensor cols = at::im2col(x4, k(g), {g.dh, g.dw}, {g.ph, g.pw}, {g.sh, g.sw});
-  const int64_t kk = cols.size(1) / g.groups, rows = y.size(1) / g.groups;
-  std::vector<at::Tensor> parts;
-  for (int64_t gi = 0; gi < g.groups; ++gi) {
-    const at::Tensor yg = y.narrow(1, gi * rows, rows);
-    const at::Tensor cg = cols.narrow(1, gi * kk, kk).transpose(1, 2);
-    parts.push_back(at::bmm(yg, cg).sum(0));
-  }
-  return joined(parts, 0).view({y.size(1), x4.size(1) / g.groups, g.kh, g.kw});
-}
-
-// (N, C, H, W) -> (N, C, H*W), contiguous: a GEMM operand needs one unit
-// stride (grad_output of `.sum().backward()` is all stride 0).
-at::Tensor flat(const at::Tensor& t) {
-  return t.contiguous().view({t.size(0), t.size(1), -1});
+  return outputTimesColumns(y, cols, g.groups).view({y.size(1), x4.size(1) / g.groups, g.kh, g.kw});
 }
 
 // Shapes of one call, checked as far as the composite relies on them; any
@@ -211,6 +182,7 @@ bool convolution(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   constexpr int kArgs = 9;
   const c10::IValue* a = argsOf(*stack, kArgs);
   if (!a || !a[0].isTensor() || !a[1].isTensor()) return false;
+  if (a[0].toTensor().dim() == 5) return convolution3d(stack);
   const at::Tensor x = a[0].toTensor(), weight = a[1].toTensor(), bias = optTensor(a[2]);
   if (!usableFirst(x) || !usable(weight, x) || (x.dim() != 3 && x.dim() != 4) ||
       weight.dim() != x.dim())
@@ -246,6 +218,7 @@ bool convolutionBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   const c10::IValue* a = argsOf(*stack, kArgs);
   if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isTensor() || !a[10].isBoolList())
     return false;
+  if (a[1].toTensor().dim() == 5) return convolutionBackward3d(stack);
   const at::Tensor go = a[0].toTensor(), x = a[1].toTensor(), weight = a[2].toTensor();
   const std::vector<bool> mask = a[10].toBoolList().vec();
   if (mask.size() != 3 || !usableFirst(x) || !usable(weight, x) || !usable(go, x) ||
