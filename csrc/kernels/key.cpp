@@ -27,6 +27,18 @@ bool isContiguous(const flagosTensor& t) {
 
 }  // namespace
 
+void genericKey(const Recipe& recipe, const Call& call, Variant variant, const Target& target,
+                KernelKey* key) {
+  uint32_t present = 0;
+  for (int k = 0; k < call.num_scalars; ++k) present |= (call.scalars[k].dtype != 0) << k;
+  const int nops = call.num_outputs + call.num_inputs;
+  std::vector<int64_t>& w = key->words;
+  w.assign({kGeneratorVersion, static_cast<int64_t>(recipe.identity), static_cast<int64_t>(variant),
+            languageCode(target.language), target.fp64 ? 1 : 0, nops, present});
+  for (int k = 0; k < call.num_outputs; ++k) w.push_back(call.outputs[k].dtype);
+  for (int k = 0; k < call.num_inputs; ++k) w.push_back(call.inputs[k].dtype);
+}
+
 // KernelKey::toString and KernelKeyHash live in kernel_key.cpp.
 
 bool keyFor(const Recipe& recipe, const Call& call, Variant variant, const Target& target,

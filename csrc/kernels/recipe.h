@@ -141,6 +141,13 @@ uint64_t dimsMaskOf(const Recipe& recipe, const flagosScalar* scalars, int32_t n
 // and set of present scalars ("" when it can). Defined in emit.cpp.
 std::string checkPointwise(const Recipe& recipe, ComputeClass cls, uint32_t present_mask);
 
+// The key of a generic kernel whose code depends only on the call's dtypes
+// and which optional scalars are present (index, window and sort kernels):
+// generator version, recipe, variant, target, operand count, the scalars'
+// presence mask, then every operand's dtype (outputs, then inputs).
+void genericKey(const Recipe& recipe, const Call& call, Variant variant, const Target& target,
+                KernelKey* key);
+
 // --- index / shape operators (index.cpp) -----------------------------------
 // Fills r's Index fields for a catalog row of family index/shape, or false
 // with *why_not.

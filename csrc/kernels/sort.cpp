@@ -234,14 +234,7 @@ bool sortKeyFor(const Recipe& recipe, const Call& call, Variant variant, const T
       if (overlap(call.outputs[k], call.inputs[0]))
         return reject(why_not, id + ": an output overlaps the input");
   }
-  const int nops = call.num_outputs + 1;
-  int64_t lang = 0;
-  for (unsigned char c : target.language) lang = (lang * 131 + c) & 0x7fffffff;
-  std::vector<int64_t>& w = key->words;
-  w.assign({kGeneratorVersion, static_cast<int64_t>(recipe.identity), static_cast<int64_t>(variant),
-            lang, target.fp64 ? 1 : 0, nops});
-  for (int k = 0; k < call.num_outputs; ++k) w.push_back(call.outputs[k].dtype);
-  w.push_back(dt);
+  genericKey(recipe, call, variant, target, key);
   return true;
 }
 

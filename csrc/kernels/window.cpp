@@ -264,14 +264,7 @@ bool windowKeyFor(const Recipe& recipe, const Call& call, Variant variant, const
     if (operand(k).data == nullptr && g.work != 0)
       return reject(why_not, id + ": an operand is None");
 
-  uint32_t present = 0;
-  for (int k = 0; k < call.num_scalars; ++k) present |= (call.scalars[k].dtype != 0) << k;
-  int64_t lang = 0;
-  for (unsigned char c : target.language) lang = (lang * 131 + c) & 0x7fffffff;
-  std::vector<int64_t>& w = key->words;
-  w.assign({kGeneratorVersion, static_cast<int64_t>(recipe.identity), static_cast<int64_t>(variant),
-            lang, target.fp64 ? 1 : 0, nops, present});
-  for (int k = 0; k < nops; ++k) w.push_back(operand(k).dtype);
+  genericKey(recipe, call, variant, target, key);
   return true;
 }
 

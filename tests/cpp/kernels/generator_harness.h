@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -353,6 +354,37 @@ inline bool runC(const Recipe& recipe, std::vector<HostTensor*> outs, std::vecto
   fn(argv.data(), 0, launch.global / 2);
   fn(argv.data(), launch.global / 2, launch.global);
   return true;
+}
+
+// The recipe of catalog row @p id of one of @p families; the test fails when
+// the row is missing or has no recipe.
+inline std::shared_ptr<const Recipe> catalogRecipe(const std::string& id,
+                                                   std::initializer_list<const char*> families) {
+  for (const char* family : families) {
+    for (const auto& row : catalogRows(family)) {
+      if (row.info.id != id) continue;
+      std::string why;
+      auto r = makeRecipe(row.info, &why);
+      EXPECT_TRUE(r) << id << ": " << why;
+      return r;
+    }
+  }
+  ADD_FAILURE() << "no catalog row " << id;
+  return nullptr;
+}
+
+// Whether the generator declines (keyFor fails, *why says why) a call on
+// these host tensors for @p target and @p variant.
+inline bool declines(const Recipe& r, std::vector<HostTensor*> outs, std::vector<HostTensor*> ins,
+                     std::vector<flagosScalar> scalars, const Target& target, std::string* why,
+                     Variant variant = Variant::Generic) {
+  std::vector<flagosTensor> o, i;
+  for (auto* t : outs) o.push_back(t->view());
+  for (auto* t : ins) i.push_back(t->view());
+  Call call{o.data(),          (int32_t)o.size(), i.data(),
+            (int32_t)i.size(), scalars.data(),    (int32_t)scalars.size()};
+  KernelKey key;
+  return !keyFor(r, call, variant, target, &key, why);
 }
 
 inline std::shared_ptr<const Recipe> recipeFor(const std::string& id) {

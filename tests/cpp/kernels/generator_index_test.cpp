@@ -10,17 +10,7 @@ constexpr flagosDtype_t F32 = FLAGOS_DTYPE_FLOAT32, F64 = FLAGOS_DTYPE_FLOAT64,
                         BOOL = FLAGOS_DTYPE_BOOL, F16 = FLAGOS_DTYPE_FLOAT16;
 
 std::shared_ptr<const Recipe> indexRecipe(const std::string& id) {
-  for (const char* family : {"index", "shape"}) {
-    for (const auto& row : catalogRows(family)) {
-      if (row.info.id != id) continue;
-      std::string why;
-      auto r = makeRecipe(row.info, &why);
-      EXPECT_TRUE(r) << id << ": " << why;
-      return r;
-    }
-  }
-  ADD_FAILURE() << "no catalog row " << id;
-  return nullptr;
+  return catalogRecipe(id, {"index", "shape"});
 }
 
 HostTensor filled(HostTensor t, int seed) {
@@ -48,16 +38,6 @@ std::vector<int64_t> coords(const std::vector<int64_t>& shape, int64_t i) {
     i /= shape[d];
   }
   return c;
-}
-bool declines(const Recipe& r, std::vector<HostTensor*> outs, std::vector<HostTensor*> ins,
-              std::vector<flagosScalar> scalars, const Target& target, std::string* why) {
-  std::vector<flagosTensor> o, i;
-  for (auto* t : outs) o.push_back(t->view());
-  for (auto* t : ins) i.push_back(t->view());
-  Call call{o.data(),          (int32_t)o.size(), i.data(),
-            (int32_t)i.size(), scalars.data(),    (int32_t)scalars.size()};
-  KernelKey key;
-  return !keyFor(r, call, Variant::Generic, target, &key, why);
 }
 
 TEST(IndexRecipes, CatalogRows) {

@@ -19,17 +19,7 @@ constexpr flagosDtype_t F32 = FLAGOS_DTYPE_FLOAT32, F64 = FLAGOS_DTYPE_FLOAT64,
                         BOOL = FLAGOS_DTYPE_BOOL, C64 = FLAGOS_DTYPE_COMPLEX64;
 
 std::shared_ptr<const Recipe> recipeOf(const std::string& id) {
-  for (const char* family : {"index", "reduction", "pooling"}) {
-    for (const auto& row : catalogRows(family)) {
-      if (row.info.id != id) continue;
-      std::string why;
-      auto r = makeRecipe(row.info, &why);
-      EXPECT_TRUE(r) << id << ": " << why;
-      return r;
-    }
-  }
-  ADD_FAILURE() << "no catalog row " << id;
-  return nullptr;
+  return catalogRecipe(id, {"index", "reduction", "pooling"});
 }
 
 flagosScalar boolScalar(bool v) {
@@ -38,18 +28,6 @@ flagosScalar boolScalar(bool v) {
   s.i = v;
   s.f = v;
   return s;
-}
-
-bool declines(const Recipe& r, std::vector<HostTensor*> outs, std::vector<HostTensor*> ins,
-              std::vector<flagosScalar> scalars, const Target& target, std::string* why,
-              Variant variant = Variant::Generic) {
-  std::vector<flagosTensor> o, i;
-  for (auto* t : outs) o.push_back(t->view());
-  for (auto* t : ins) i.push_back(t->view());
-  Call call{o.data(),          (int32_t)o.size(), i.data(),
-            (int32_t)i.size(), scalars.data(),    (int32_t)scalars.size()};
-  KernelKey key;
-  return !keyFor(r, call, variant, target, &key, why);
 }
 
 // Same values (NaN matches NaN; -0 matches 0) and, where given, indices.

@@ -14,17 +14,7 @@ constexpr flagosDtype_t F32 = FLAGOS_DTYPE_FLOAT32, F64 = FLAGOS_DTYPE_FLOAT64,
                         BF16 = FLAGOS_DTYPE_BFLOAT16;
 
 std::shared_ptr<const Recipe> windowRecipe(const std::string& id) {
-  for (const char* family : {"pooling", "convolution"}) {
-    for (const auto& row : catalogRows(family)) {
-      if (row.info.id != id) continue;
-      std::string why;
-      auto r = makeRecipe(row.info, &why);
-      EXPECT_TRUE(r) << id << ": " << why;
-      return r;
-    }
-  }
-  ADD_FAILURE() << "no catalog row " << id;
-  return nullptr;
+  return catalogRecipe(id, {"pooling", "convolution"});
 }
 
 HostTensor filled(HostTensor t, int seed) {
@@ -78,17 +68,6 @@ void expectClose(const HostTensor& got, const std::vector<double>& want, double 
       EXPECT_NEAR(g, w, tol * (1 + std::fabs(w))) << what << " [" << i << "]";
     }
   }
-}
-
-bool declines(const Recipe& r, std::vector<HostTensor*> outs, std::vector<HostTensor*> ins,
-              std::vector<flagosScalar> scalars, const Target& target, std::string* why) {
-  std::vector<flagosTensor> o, i;
-  for (auto* t : outs) o.push_back(t->view());
-  for (auto* t : ins) i.push_back(t->view());
-  Call call{o.data(),          (int32_t)o.size(), i.data(),
-            (int32_t)i.size(), scalars.data(),    (int32_t)scalars.size()};
-  KernelKey key;
-  return !keyFor(r, call, Variant::Generic, target, &key, why);
 }
 
 TEST(WindowRecipes, CatalogRows) {
