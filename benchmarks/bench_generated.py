@@ -6,12 +6,18 @@ backend with a compiler table (host: the system C compiler; opencl: PoCL):
   2. a new shape's first call (generic kernel already built) vs the steady
      state of that shape — target <= 3x;
   3. a fresh process's first iteration of a small MLP step with a warm disk
-     cache vs its steady state — target <= 1.3x; and with a cold cache.
+     cache vs its steady state — target <= 1.3x; and with a cold cache. Two
+     variants: raw (the flagos iteration is the process's first torch work)
+     and torch-warmed (one iteration of the same model on CPU first, so that
+     PyTorch's own cold start is not counted), on opencl each with the SDK
+     warm-up on and off (FLAGOS_OPENCL_WARMUP); medians of --fresh-runs
+     processes, the variants interleaved.
 
 Every configuration runs in its own process (the environment selects backend,
 specialization policy and cache folder). Ratios are against the same run.
 
     python3 benchmarks/bench_generated.py [--backends host,opencl] [--repeat 30]
+        [--sections kernels,new-shape,fresh] [--fresh-runs 5]
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +33,7 @@ import textwrap
 
 COMMON = """
 import json, time, statistics, torch, flagos_torchfl as ft
+T_INIT = time.perf_counter()
 ft.initialize(BACKEND)
 dev = torch.device("flagos")
 def sync():
@@ -78,20 +86,30 @@ print(json.dumps({"first": statistics.median(firsts), "steady": statistics.media
 
 FRESH = """
 torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 10))
-model = model.to(dev)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-x, y = torch.randn(32, 64, device=dev), torch.randint(0, 10, (32,), device=dev)
-def it():
+def make():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 10))
+def step(model, opt, x, y):
     opt.zero_grad()
     loss = torch.nn.functional.cross_entropy(model(x), y)
     loss.backward(); opt.step()
+cpu_first = 0.0
+if WARM_TORCH:  # torch's own cold start, on CPU, before anything runs on flagos
+    cm = make(); co = torch.optim.SGD(cm.parameters(), lr=0.1)
+    cx, cy = torch.randn(32, 64), torch.randint(0, 10, (32,))
+    t0 = time.perf_counter(); step(cm, co, cx, cy); cpu_first = time.perf_counter() - t0
+model = make().to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(32, 64, device=dev), torch.randint(0, 10, (32,), device=dev)
+def it():
+    step(model, opt, x, y)
 sync()
 t0 = time.perf_counter(); it(); sync(); first = time.perf_counter() - t0
 second_t0 = time.perf_counter(); it(); sync(); second = time.perf_counter() - second_t0
 steady = p50(it, REPEAT)
 s = ft.kernel_cache_stats()
-print(json.dumps({"first": first, "second": second, "steady": steady,
+print(json.dumps({"first": first, "second": second, "steady": steady, "cpu_first": cpu_first,
+                  "since_init": time.perf_counter() - T_INIT,
                   "sync_builds": s["sync_builds"], "disk_hits": s["disk_hits"]}))
 """
 
@@ -109,11 +127,12 @@ CPU_FRESH = (
 def cpu_fresh(repeat: int) -> dict:
     script = (
         "import json, time, statistics, torch\n"
+        "T_INIT = time.perf_counter()\n"
         "def sync():\n    pass\n"
         + COMMON.split("def p50", 1)[1].join(["def p50", ""])
-        + CPU_FRESH.replace("REPEAT", str(repeat)).replace(
-            "s = ft.kernel_cache_stats()", "s = {'sync_builds': 0, 'disk_hits': 0}"
-        )
+        + CPU_FRESH.replace("REPEAT", str(repeat))
+        .replace("WARM_TORCH", "False")
+        .replace("s = ft.kernel_cache_stats()", "s = {'sync_builds': 0, 'disk_hits': 0}")
     )
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, check=True
@@ -121,8 +140,10 @@ def cpu_fresh(repeat: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run(code: str, backend: str, repeat: int, **env: str) -> dict:
-    script = COMMON.replace("BACKEND", repr(backend)) + code.replace("REPEAT", str(repeat))
+def run(code: str, backend: str, repeat: int, warm_torch: bool = False, **env: str) -> dict:
+    script = COMMON.replace("BACKEND", repr(backend)) + code.replace("REPEAT", str(repeat)).replace(
+        "WARM_TORCH", repr(warm_torch)
+    )
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
         env={**os.environ, **env},
@@ -139,11 +160,56 @@ def us(seconds: float) -> str:
     return f"{seconds * 1e6:,.0f} us" if seconds < 0.1 else f"{seconds * 1e3:,.1f} ms"
 
 
+def fresh_section(backend: str, repeat: int, runs: int, cpu: dict) -> None:
+    """Fresh processes on one warm disk cache: raw (the flagos iteration is the
+    process's first torch work) and torch-warmed (one CPU iteration of the
+    same model first, so torch's own cold start is not counted), each with
+    the opencl SDK warm-up on and off; medians over --fresh-runs processes."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {"FLAGOS_CACHE_DIR": cache, "FLAGOS_SPECIALIZE": "off"}
+        cold = run(FRESH, backend, repeat, **env)
+        print(
+            f"fresh process, cold cache: first iteration {us(cold['first'])}, steady "
+            f"{us(cold['steady'])}: first/steady {cold['first'] / cold['steady']:.2f}x "
+            f"({cold['sync_builds']} compiles, {cold['disk_hits']} disk hits)"
+        )
+        warmups = ("on", "off") if backend == "opencl" else ("on",)
+        variants = [(w, t) for w in warmups for t in (False, True)]
+        results: dict[tuple[str, bool], list[dict]] = {v: [] for v in variants}
+        for _ in range(runs):  # interleaved: every variant sees the same machine
+            for warmup, warm_torch in variants:
+                r = run(FRESH, backend, repeat, warm_torch, FLAGOS_OPENCL_WARMUP=warmup, **env)
+                results[(warmup, warm_torch)].append(r)
+        print(
+            "\n| SDK warm-up | torch warmed on CPU first | first iteration | second | steady "
+            "| first/steady | compiles / disk hits | vs native CPU's first |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+        for (warmup, warm_torch), rs in results.items():
+            med = {k: statistics.median(r[k] for r in rs) for k in ("first", "second", "steady")}
+            ratio = statistics.median(r["first"] / r["steady"] for r in rs)
+            label = warmup if backend == "opencl" else "n/a"
+            print(
+                f"| {label} | {'yes' if warm_torch else 'no (raw)'} | {us(med['first'])} | "
+                f"{us(med['second'])} | {us(med['steady'])} | **{ratio:.2f}x** | "
+                f"{rs[-1]['sync_builds']} / {rs[-1]['disk_hits']} | "
+                f"{med['first'] / cpu['first']:.2f}x |"
+            )
+        print(f"\n(medians of {runs} fresh processes per row; target first/steady <= 1.3x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--backends", default="host,opencl")
     ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument(
+        "--sections",
+        default="kernels,new-shape,fresh",
+        help="comma-separated subset of kernels,new-shape,fresh",
+    )
+    ap.add_argument("--fresh-runs", type=int, default=5, help="fresh processes per variant")
     args = ap.parse_args()
+    sections = set(args.sections.split(","))
     cpu = cpu_fresh(args.repeat)
     print(
         f"native CPU, fresh process: first iteration {us(cpu['first'])}, second "
@@ -151,6 +217,7 @@ def main() -> None:
         f"{cpu['first'] / cpu['steady']:.1f}x"
     )
     for backend in args.backends.split(","):
+        print(f"\n## {backend}\n")
         with tempfile.TemporaryDirectory() as cache:
             env = {"FLAGOS_CACHE_DIR": cache}
             # host has native kernels for these ops: route them to the generator.
@@ -160,41 +227,35 @@ def main() -> None:
             }
             if backend != "host":
                 routes = {}
-            print(f"\n## {backend}\n")
-            generic = run(KERNELS, backend, args.repeat, FLAGOS_SPECIALIZE="off", **env, **routes)
-            special = run(
-                KERNELS, backend, args.repeat, FLAGOS_SPECIALIZE="after:3", **env, **routes
-            )
-            print("| kernel | native CPU | generic | specialized | specialized vs CPU |")
-            print("|---|---|---|---|---|")
-            for name in generic:
-                if name.startswith("_"):
-                    continue
-                g, s = generic[name], special[name]
-                print(
-                    f"| {name} | {us(g['cpu'])} | {us(g['flagos'])} | {us(s['flagos'])} | "
-                    f"{g['cpu'] / s['flagos']:.2f}x |"
+            if "kernels" in sections:
+                generic = run(
+                    KERNELS, backend, args.repeat, FLAGOS_SPECIALIZE="off", **env, **routes
                 )
-            print(f"\n(specialized run: {special['_stats']['async_builds']} background builds)")
-            ns = run(NEW_SHAPE, backend, args.repeat, FLAGOS_SPECIALIZE="after:3", **env, **routes)
-            print(
-                f"\nnew shape, first call {us(ns['first'])} vs steady {us(ns['steady'])}: "
-                f"{ns['first'] / ns['steady']:.2f}x (target <= 3x); "
-                f"compiles on the calling thread in total: {ns['sync_builds']}"
-            )
-        with tempfile.TemporaryDirectory() as cache:
-            env = {"FLAGOS_CACHE_DIR": cache, "FLAGOS_SPECIALIZE": "off"}
-            cold = run(FRESH, backend, args.repeat, **env)
-            warm = run(FRESH, backend, args.repeat, **env)
-            for label, r in (("cold cache", cold), ("warm disk cache", warm)):
-                print(
-                    f"fresh process, {label}: first iteration {us(r['first'])}, second "
-                    f"{us(r['second'])}, steady {us(r['steady'])}: first/steady "
-                    f"{r['first'] / r['steady']:.2f}x, second/steady "
-                    f"{r['second'] / r['steady']:.2f}x ({r['sync_builds']} compiles, "
-                    f"{r['disk_hits']} disk hits); first iteration vs native CPU's first: "
-                    f"{r['first'] / cpu['first']:.2f}x"
+                special = run(
+                    KERNELS, backend, args.repeat, FLAGOS_SPECIALIZE="after:3", **env, **routes
                 )
+                print("| kernel | native CPU | generic | specialized | specialized vs CPU |")
+                print("|---|---|---|---|---|")
+                for name in generic:
+                    if name.startswith("_"):
+                        continue
+                    g, s = generic[name], special[name]
+                    print(
+                        f"| {name} | {us(g['cpu'])} | {us(g['flagos'])} | {us(s['flagos'])} | "
+                        f"{g['cpu'] / s['flagos']:.2f}x |"
+                    )
+                print(f"\n(specialized run: {special['_stats']['async_builds']} background builds)")
+            if "new-shape" in sections:
+                ns = run(
+                    NEW_SHAPE, backend, args.repeat, FLAGOS_SPECIALIZE="after:3", **env, **routes
+                )
+                print(
+                    f"\nnew shape, first call {us(ns['first'])} vs steady {us(ns['steady'])}: "
+                    f"{ns['first'] / ns['steady']:.2f}x (target <= 3x); "
+                    f"compiles on the calling thread in total: {ns['sync_builds']}"
+                )
+        if "fresh" in sections:
+            fresh_section(backend, args.repeat, args.fresh_runs, cpu)
 
 
 if __name__ == "__main__":

@@ -207,6 +207,7 @@ const flagosCompilerTable* compilerTable() {
 
 namespace {
 std::atomic<bool> g_serialize_compiles{false};
+std::atomic<int> g_compile_waiters{0};
 std::recursive_mutex& compileMutex() {
   static std::recursive_mutex* mu = new std::recursive_mutex();  // used until exit
   return *mu;
@@ -217,8 +218,19 @@ void setSerializeCompiles(bool on) {
   g_serialize_compiles.store(on);
 }
 
-CompileLock::CompileLock() : held_(g_serialize_compiles.load(std::memory_order_relaxed)) {
-  if (held_) compileMutex().lock();
+CompileLock::CompileLock(bool background)
+    : held_(g_serialize_compiles.load(std::memory_order_relaxed)) {
+  if (!held_) return;
+  if (background) {
+    compileMutex().lock();
+    return;
+  }
+  g_compile_waiters.fetch_add(1);
+  compileMutex().lock();
+  g_compile_waiters.fetch_sub(1);
+}
+int compileWaiters() {
+  return g_compile_waiters.load();
 }
 CompileLock::~CompileLock() {
   if (held_) compileMutex().unlock();

@@ -1,4 +1,4 @@
-// The plugin's two environment variables, read by probe() and init() (and
+// The plugin's environment variables, read by probe() and init() (and
 // FLAGOS_OPENCL_DEVICE_TYPE by the entry point, for the priority):
 //
 //   FLAGOS_OPENCL_DEVICE_TYPE   which devices to use: gpu, cpu, accelerator
@@ -12,6 +12,10 @@
 //                               device's CL_DEVICE_GLOBAL_MEM_SIZE (which
 //                               PoCL's CPU device takes from
 //                               POCL_MEMORY_LIMIT). Default: that size.
+//   FLAGOS_OPENCL_WARMUP        the SDK warm-up thread after init (Note [SDK
+//                               warm-up] in warmup.cpp): on (default; also
+//                               1/true/yes), off (0/false/no), or verbose
+//                               (on, and one line per step on stderr).
 //
 // An empty variable counts as unset. Garbage is never silently replaced by a
 // default: probe() fails and its reason names the variable and the value.
@@ -62,6 +66,21 @@ bool parseMemoryLimit(const char* text, uint64_t* bytes, std::string* error) {
   return true;
 }
 
+bool parseWarmup(const char* text, Warmup* mode, std::string* error) {
+  const std::string s = lower(flagos_kit::trimmed(text));
+  if (s == "on" || s == "1" || s == "true" || s == "yes") {
+    *mode = Warmup::kOn;
+  } else if (s == "off" || s == "0" || s == "false" || s == "no") {
+    *mode = Warmup::kOff;
+  } else if (s == "verbose") {
+    *mode = Warmup::kVerbose;
+  } else {
+    *error = "FLAGOS_OPENCL_WARMUP='" + std::string(text) + "' is not on, off or verbose";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool loadConfig(Config* config, std::string* error) {
@@ -71,6 +90,9 @@ bool loadConfig(Config* config, std::string* error) {
     return false;
   const char* limit = std::getenv("FLAGOS_OPENCL_MEMORY_LIMIT");
   if (limit != nullptr && *limit != '\0' && !parseMemoryLimit(limit, &result.memory_limit, error))
+    return false;
+  const char* warmup = std::getenv("FLAGOS_OPENCL_WARMUP");
+  if (warmup != nullptr && *warmup != '\0' && !parseWarmup(warmup, &result.warmup, error))
     return false;
   *config = result;
   return true;

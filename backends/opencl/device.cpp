@@ -118,6 +118,11 @@ flagosStatus_t init() noexcept {
     setSerializeCompiles(pocl);
     s.devices = std::move(devices);
     s.initialized = true;
+    if (config.warmup != Warmup::kOff) {
+      std::vector<Device*> warm;
+      for (auto& device : s.devices) warm.push_back(device.get());
+      startWarmup(warm, config.warmup);  // returns at once
+    }
     return FLAGOS_SUCCESS;
   });
 }
@@ -126,6 +131,7 @@ flagosStatus_t shutdown() noexcept {
   return guard("shutdown", [&] {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.init_mutex);
+    stopWarmup();  // it uses the devices: the step in flight finishes first
     // The core destroyed its streams already; any left over are finished
     // and released here, before their contexts go.
     for (auto& device : s.devices) {

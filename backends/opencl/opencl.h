@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -76,11 +77,14 @@ flagosStatus_t guard(const char* call, Body&& body) noexcept {
 // ---------------------------------------------------------------- config ---
 
 enum class DeviceType { kAll, kGpu, kCpu, kAccelerator };
+// FLAGOS_OPENCL_WARMUP: the SDK warm-up thread (warmup.cpp).
+enum class Warmup { kOn, kOff, kVerbose };
 
 // What the environment asks for; see config.cpp for the accepted syntax.
 struct Config {
   DeviceType device_type = DeviceType::kAll;
   uint64_t memory_limit = 0;  // bytes per device; 0: the device's global memory
+  Warmup warmup = Warmup::kOn;
 };
 
 // Fills @p config from the environment. On garbage returns false and writes
@@ -116,10 +120,16 @@ bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std
 // PoCL device, every call that may compile (program build, binary and load,
 // kernel launch, the CLBlast and helper kernels) holds one plugin-wide lock.
 // Other drivers are not serialized.
+//
+// The SDK warm-up thread (warmup.cpp) takes the lock as a background
+// holder: one step at a time, and only while no foreground caller is
+// waiting for it (compileWaiters()), so the caller's own compiles and
+// launches go first.
 void setSerializeCompiles(bool on);
 class CompileLock {
  public:
-  CompileLock();
+  CompileLock() : CompileLock(false) {}
+  explicit CompileLock(bool background);
   ~CompileLock();
   CompileLock(const CompileLock&) = delete;
   CompileLock& operator=(const CompileLock&) = delete;
@@ -127,6 +137,27 @@ class CompileLock {
  private:
   bool held_;
 };
+// Foreground threads blocked in CompileLock's constructor right now.
+int compileWaiters();
+
+// ---------------------------------------------------------------- warm-up ---
+// Note [SDK warm-up] in warmup.cpp. startWarmup() runs at the end of a
+// successful init() and returns at once; stopWarmup() (shutdown(), and an
+// atexit handler) asks the thread to stop after the step in flight and
+// joins it.
+struct Device;
+void startWarmup(const std::vector<Device*>& devices, Warmup mode);
+void stopWarmup();
+// One warm-up step: runs @p body under the background compile lock and
+// returns true, or returns false without running it once the warm-up is
+// asked to stop. @p what names the step for FLAGOS_OPENCL_WARMUP=verbose.
+using WarmupStep = std::function<bool(const char* what, const std::function<void()>& body)>;
+#ifdef FLAGOS_OPENCL_HAVE_CLBLAST
+namespace kernels {
+// The native kernels' part (kernels/warmup.cpp): helper program, CLBlast.
+void warmUpKernels(Device* device, cl_command_queue queue, const WarmupStep& step);
+}  // namespace kernels
+#endif
 
 // The full identity of a device's compiler target: "opencl:<vendor>:<name>:
 // <driver version>". getProperties reports it as arch (shortened with a

@@ -164,6 +164,17 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "`POCL_MEMORY_LIMIT`). Unset: that size.",
     ),
     EnvVar(
+        "FLAGOS_OPENCL_WARMUP",
+        "on",
+        "opencl plugin",
+        "The `opencl` plugin's SDK warm-up: after device init a background thread builds and "
+        "launches a tiny program (starts PoCL's LLVM), the helper kernels and CLBlast's "
+        "SGEMM/DGEMM (NN, NT, TN, TT), SGEMV and batched SGEMM on 8x8 buffers of its own, so a "
+        "fresh process's first GEMMs find them built; it yields the compile lock to callers and "
+        "is stopped and joined at shutdown and exit. `on` (also 1/true/yes), `off` "
+        "(0/false/no), or `verbose` (on, one line per step on stderr).",
+    ),
+    EnvVar(
         "FLAGOS_CACHE_DIR",
         "",
         "core",

@@ -6,14 +6,37 @@
 // else (broadcast, gaps in both strides, negative strides) is NOT_SUPPORTED
 // and the core takes a later tier. A column-major output is handled as
 // C^T = B^T A^T. addmm-style `self` is broadcast into the output first and
-// CLBlast's beta scales it; with beta == 0 the output is zeroed first so
-// NaN/Inf there cannot leak through 0 * NaN (torch ignores C then).
+// CLBlast's beta scales it. With beta == 0 torch ignores C (NaN/Inf there
+// must not leak through 0 * NaN): CLBlast >= 0.9 does not read C then
+// ("Fixed a bug in level-3 routines when beta is zero and matrix C contains
+// NaNs"; its direct and indirect GEMM kernels branch on IsZero(beta)), so
+// only an older CLBlast gets a zeroing kernel first. Skipping it saves one
+// command per mm/bmm, ~10-40 us on PoCL (Note [GEMM overhead] below).
 #include <utility>
 
 #include "blas.h"
 
 namespace flagos_opencl::kernels {
 namespace {
+
+// Note [GEMM overhead]
+// What flagos adds to a CLBlast GEMM: resolving three addresses (a map
+// lookup each), the stream's lock, keeping CLBlast's event as the stream's
+// last command, and the core's synchronize (the stream's last event plus a
+// clFinish of the idle synchronous queue). Measured interleaved in one
+// process against CLBlast on its own context (bench_gemm_opencl.py), that
+// was 10-40 us per call at N = 16 with the zeroing kernel, is 3-7 us
+// without it, and is within noise from N = 128 on. A 2x slower N = 256
+// seen earlier was not the plugin: on a 2-vCPU host PoCL's two worker
+// threads serialize whenever one vCPU is taken by another tenant
+// (clblast_direct alone flips between 1.2 and 2.2 ms; `taskset -c 0`
+// makes it 2.2 ms), and the old benchmark timed each side in one block,
+// so a whole 25 ms block fell into one phase.
+#if defined(CLBLAST_VERSION_MAJOR) && (CLBLAST_VERSION_MAJOR > 0 || CLBLAST_VERSION_MINOR >= 9)
+constexpr bool kZeroBeforeBetaZero = false;
+#else
+constexpr bool kZeroBeforeBetaZero = true;  // older CLBlast computes 0 * C
+#endif
 
 struct Gemm {
   CLBlastTranspose ta, tb;
@@ -104,8 +127,9 @@ flagosStatus_t gemmBody(flagosStream_t stream, const flagosTensor* o, int32_t no
     if (!broadcastRegion(self, out, &self_region)) return FLAGOS_ERROR_NOT_SUPPORTED;
     expand = !sameElements(self, out);  // addmm_: self already is the output
   }
+  const bool zero = beta == 0.0 && kZeroBeforeBetaZero;
   Helpers* helpers = nullptr;
-  if (beta == 0.0 || expand) {
+  if (zero || expand) {
     helpers = helpersFor(stream->device);
     if (helpers == nullptr) return FLAGOS_ERROR_DEVICE;
   }
@@ -132,7 +156,7 @@ flagosStatus_t gemmBody(flagosStream_t stream, const flagosTensor* o, int32_t no
                static_cast<size_t>(batch)};
   const cl_int error = stream->enqueue([&](cl_command_queue q, cl_event* event) -> cl_int {
     cl_int e = CL_SUCCESS;
-    if (beta == 0.0) e = enqueueZero(helpers, q, dt, regionOf(out), nullptr);
+    if (zero) e = enqueueZero(helpers, q, dt, regionOf(out), nullptr);
     if (expand) e = enqueueExpand(helpers, q, dt, regionOf(out), self_region, nullptr);
     if (e != CL_SUCCESS) return e;
     return dt == FLAGOS_DTYPE_FLOAT32 ? run(g, float{}, &q, event) : run(g, double{}, &q, event);
