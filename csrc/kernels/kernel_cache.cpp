@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/disk_store.h"
+#include "kernels/manifest.h"
 
 namespace flagos::kernels {
 namespace {
@@ -26,8 +27,10 @@ enum class State : uint8_t { Queued, Building, Ready, Failed };
 
 struct Entry {
   State state = State::Queued;
-  CompiledKernel kernel;  // Ready
-  std::string error;      // Failed
+  CompiledKernel kernel;          // Ready
+  std::string error;              // Failed
+  bool retry = false;             // Failed: a preload found no file; waiters build it
+  std::atomic<bool> used{false};  // handed to a caller (usedKeys())
 };
 
 // What one build produced. `sticky`: the compiler rejected the source, so
@@ -36,6 +39,7 @@ struct Entry {
 struct Outcome {
   bool ok = false;
   bool sticky = false;
+  bool retry = false;  // a disk-only load missed
   CompiledKernel kernel;
   std::string error;
 };
@@ -69,7 +73,7 @@ bool unpackBlob(const std::vector<uint8_t>& blob, std::string* name, const uint8
 struct KernelCache::Impl {
   struct Task {
     KernelKey key;
-    std::function<Source()> source;
+    std::function<Source()> source;  // empty: a disk-only preload
   };
 
   Impl(const flagosCompilerTable* c, int32_t d, CacheConfig cfg)
@@ -83,6 +87,13 @@ struct KernelCache::Impl {
   Outcome compile(const std::string& file_key, const std::function<Source()>& source, bool async);
   void finish(const KernelKey& key, const std::shared_ptr<Entry>& entry, Outcome out);
   void worker();
+  void enqueue(const KernelKey& key, std::function<Source()> source);
+  // First hand-out of @p entry to a caller: remember the key's order.
+  void markUsed(const KernelKey& key, Entry& entry) {
+    if (entry.used.load(std::memory_order_relaxed) || entry.used.exchange(true)) return;
+    std::lock_guard<std::mutex> lock(order_mu);
+    if (order.size() < kManifestKeys) order.push_back(key);
+  }
 
   const flagosCompilerTable* compiler;
   const int32_t device;
@@ -101,8 +112,11 @@ struct KernelCache::Impl {
   bool stopping = false;
   std::vector<std::thread> workers;
 
+  mutable std::mutex order_mu;
+  std::vector<KernelKey> order;  // first use (order_mu)
+
   std::atomic<uint64_t> memory_hits{0}, memory_misses{0}, disk_hits{0}, sync_builds{0},
-      async_builds{0}, build_failures{0}, build_ns{0}, ready{0};
+      async_builds{0}, build_failures{0}, build_ns{0}, ready{0}, preloaded{0};
 };
 
 // Disk first, then the compiler. Never throws: a waiting caller must always
@@ -121,11 +135,18 @@ Outcome KernelCache::Impl::produce(const KernelKey& key, const std::function<Sou
           compiler->programLoadBinary(device, binary, size, &program) == FLAGOS_SUCCESS &&
           program != nullptr) {
         disk_hits.fetch_add(1, std::memory_order_relaxed);
+        if (!source) preloaded.fetch_add(1, std::memory_order_relaxed);
         out.ok = true;
         out.kernel.program = program;
         return out;
       }
       disk.discard(file_key);  // another driver, or damage the checksum missed
+    }
+    if (!source) {  // a preload: never compile, let a caller do it
+      Outcome out;
+      out.retry = true;
+      out.error = "flagos: preloaded kernel not on disk";
+      return out;
     }
     return compile(file_key, source, async);
   } catch (const std::exception& e) {
@@ -190,6 +211,7 @@ void KernelCache::Impl::finish(const KernelKey& key, const std::shared_ptr<Entry
       ready.fetch_add(1, std::memory_order_relaxed);
     } else {
       entry->error = std::move(out.error);
+      entry->retry = out.retry;
       entry->state = State::Failed;
       // Waiters hold their own reference; later calls will try again.
       auto it = entries.find(key);
@@ -240,6 +262,7 @@ const CompiledKernel* KernelCache::find(const KernelKey& key) {
   auto it = impl_->entries.find(key);
   if (it != impl_->entries.end() && it->second->state == State::Ready) {
     impl_->memory_hits.fetch_add(1, std::memory_order_relaxed);
+    impl_->markUsed(key, *it->second);
     return &it->second->kernel;
   }
   impl_->memory_misses.fetch_add(1, std::memory_order_relaxed);
@@ -248,59 +271,85 @@ const CompiledKernel* KernelCache::find(const KernelKey& key) {
 
 const CompiledKernel* KernelCache::getOrBuild(const KernelKey& key,
                                               const std::function<Source()>& source) {
-  {
-    std::shared_lock<std::shared_mutex> lock(impl_->mu);
-    auto it = impl_->entries.find(key);
-    if (it != impl_->entries.end()) {
-      if (it->second->state == State::Ready) return &it->second->kernel;
-      if (it->second->state == State::Failed) throw BuildError(it->second->error);
+  for (;;) {  // again only after a preload found no file (Entry::retry)
+    {
+      std::shared_lock<std::shared_mutex> lock(impl_->mu);
+      auto it = impl_->entries.find(key);
+      if (it != impl_->entries.end()) {
+        if (it->second->state == State::Ready) {
+          impl_->markUsed(key, *it->second);
+          return &it->second->kernel;
+        }
+        if (it->second->state == State::Failed && !it->second->retry)
+          throw BuildError(it->second->error);
+      }
     }
-  }
-  std::shared_ptr<Entry> entry;
-  {
-    std::unique_lock<std::shared_mutex> lock(impl_->mu);
-    auto [it, inserted] = impl_->entries.try_emplace(key);
-    if (inserted) it->second = std::make_shared<Entry>();
-    entry = it->second;
-    if (inserted || entry->state == State::Queued) {
-      entry->state = State::Building;  // ours (a queued build is taken over)
-    } else {
-      impl_->built.wait(lock, [&] { return entry->state != State::Building; });
-      if (entry->state == State::Ready) return &entry->kernel;
-      throw BuildError(entry->error);
+    std::shared_ptr<Entry> entry;
+    {
+      std::unique_lock<std::shared_mutex> lock(impl_->mu);
+      auto [it, inserted] = impl_->entries.try_emplace(key);
+      if (inserted) it->second = std::make_shared<Entry>();
+      entry = it->second;
+      if (inserted || entry->state == State::Queued) {
+        entry->state = State::Building;  // ours (a queued build is taken over)
+      } else {
+        impl_->built.wait(lock, [&] { return entry->state != State::Building; });
+        if (entry->state == State::Failed && entry->retry) continue;
+        if (entry->state == State::Ready) {
+          impl_->markUsed(key, *entry);
+          return &entry->kernel;
+        }
+        throw BuildError(entry->error);
+      }
     }
+    impl_->finish(key, entry, impl_->produce(key, source, /*async=*/false));
+    // Ready and Failed never change again: no lock needed to read them now.
+    if (entry->state == State::Ready) {
+      impl_->markUsed(key, *entry);
+      return &entry->kernel;
+    }
+    throw BuildError(entry->error);
   }
-  impl_->finish(key, entry, impl_->produce(key, source, /*async=*/false));
-  // Ready and Failed never change again: no lock needed to read them now.
-  if (entry->state == State::Ready) return &entry->kernel;
-  throw BuildError(entry->error);
 }
 
 void KernelCache::buildAsync(const KernelKey& key, std::function<Source()> source) {
+  impl_->enqueue(key, std::move(source));
+}
+
+void KernelCache::preload(const std::vector<KernelKey>& keys) {
+  for (const KernelKey& key : keys) impl_->enqueue(key, nullptr);
+}
+
+std::vector<KernelKey> KernelCache::usedKeys() const {
+  std::lock_guard<std::mutex> lock(impl_->order_mu);
+  return impl_->order;
+}
+
+void KernelCache::Impl::enqueue(const KernelKey& key, std::function<Source()> source) {
   {
-    std::lock_guard<std::mutex> lock(impl_->pool_mu);
-    if (impl_->stopping) return;  // after stopBackground(): the generic kernel serves
+    std::lock_guard<std::mutex> lock(pool_mu);
+    if (stopping) return;  // after stopBackground(): the generic kernel serves
   }
   {
-    std::shared_lock<std::shared_mutex> lock(impl_->mu);
-    if (impl_->entries.count(key) != 0) return;  // ready, queued, running or failed
+    std::shared_lock<std::shared_mutex> lock(mu);
+    if (entries.count(key) != 0) return;  // ready, queued, running or failed
   }
   {
-    std::unique_lock<std::shared_mutex> lock(impl_->mu);
-    auto [it, inserted] = impl_->entries.try_emplace(key);
+    std::unique_lock<std::shared_mutex> lock(mu);
+    auto [it, inserted] = entries.try_emplace(key);
     if (!inserted) return;
     it->second = std::make_shared<Entry>();  // Queued
   }
   {
-    std::lock_guard<std::mutex> lock(impl_->pool_mu);
-    impl_->queue.push_back({key, std::move(source)});
-    ++impl_->pending;
-    if (impl_->workers.empty()) {  // started on first use: most caches never need them
-      const int n = impl_->config.compile_threads > 0 ? impl_->config.compile_threads : 1;
-      for (int i = 0; i < n; ++i) impl_->workers.emplace_back([this] { impl_->worker(); });
+    std::lock_guard<std::mutex> lock(pool_mu);
+    queue.push_back({key, std::move(source)});
+    ++pending;
+    if (workers.empty()) {  // started on first use: most caches never need them
+      const int n = config.compile_threads > 0 ? config.compile_threads : 1;
+      for (int i = 0; i < n; ++i) workers.emplace_back([this] { worker(); });
     }
   }
-  impl_->work_cv.notify_one();
+  work_cv.notify_one();
 }
 
 void KernelCache::stopBackground() {
@@ -344,6 +393,7 @@ CacheStats KernelCache::stats() const {
   }
   s.build_seconds = static_cast<double>(m.build_ns.load(std::memory_order_relaxed)) * 1e-9;
   s.entries = m.ready.load(std::memory_order_relaxed);
+  s.preloaded = m.preloaded.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -29,6 +29,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "flagos/compiler.h"
 #include "kernels/generator.h"
@@ -60,6 +61,7 @@ struct CacheStats {
   uint64_t async_pending = 0;  // queued or running now
   double build_seconds = 0;    // total compile time, both kinds
   uint64_t entries = 0;        // kernels held in memory
+  uint64_t preloaded = 0;      // disk loads queued by preload() that succeeded
 };
 
 // A compiled kernel; owned by the cache, valid until the cache is destroyed.
@@ -94,6 +96,16 @@ class KernelCache {
   // Queue a background build of @p key (disk first) unless it is ready,
   // queued, running or failed already. Returns immediately.
   void buildAsync(const KernelKey& key, std::function<Source()> source);
+
+  // Note [Kernel preload] (manifest.h): queue disk-only loads of @p keys on
+  // the background pool, in order; a key not on disk is dropped, never
+  // compiled. A caller asking for a key while its load runs waits for it,
+  // and builds it itself if the load found nothing. Returns at once.
+  void preload(const std::vector<KernelKey>& keys);
+
+  // The keys callers used (find() or getOrBuild() returned them), in order
+  // of first use, at most kManifestKeys: the next process's preload list.
+  std::vector<KernelKey> usedKeys() const;
 
   // Blocks until the background pool is idle (tests, benchmarks, shutdown).
   void waitIdle();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -135,6 +136,11 @@ Plugin* select(const InitOptions& options, const std::vector<Plugin*>& candidate
 
 }  // namespace
 
+static std::vector<void (*)()>& initHooks() {
+  static std::vector<void (*)()> hooks;
+  return hooks;
+}
+
 void initialize(const InitOptions& options) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_ready.load(std::memory_order_acquire)) {
@@ -178,6 +184,17 @@ void initialize(const InitOptions& options) {
   g_reports = reportsOf(candidates);
   g_backend = std::move(b);
   g_ready.store(true, std::memory_order_release);
+  for (void (*hook)() : initHooks()) {
+    try {
+      hook();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[flagos] an initialization hook failed (ignored): %s\n", e.what());
+    }
+  }
+}
+
+void onInitialized(void (*hook)()) {
+  initHooks().push_back(hook);
 }
 
 bool isInitialized() noexcept {

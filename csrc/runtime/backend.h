@@ -46,6 +46,11 @@ struct InitOptions {
 // c10::Error with a message naming each plugin and why it failed.
 void initialize(const InitOptions& options);
 bool isInitialized() noexcept;
+// Runs @p hook at the end of every successful first initialize() (layers
+// above the runtime start work there: the kernel preload, Note [Kernel
+// preload]). Register at static-initialization time; a hook that throws is
+// reported on stderr and ignored.
+void onInitialized(void (*hook)());
 const Backend& backend();  // throws if not initialized
 const std::vector<CandidateReport>& discoveryReport();
 

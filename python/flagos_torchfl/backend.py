@@ -254,7 +254,9 @@ def kernel_cache_stats() -> dict[str, Any]:
     ``disk_writes``, ``disk_corrupt``, ``disk_evictions``, ``sync_builds``
     (compiles a call waited for), ``async_builds`` (background
     specializations), ``build_failures``, ``async_pending``,
-    ``build_seconds``, ``entries``, and ``devices`` (the same per device).
+    ``build_seconds``, ``entries``, ``preloaded`` (kernels an earlier
+    process's manifest had loaded in the background: Note [Kernel preload]),
+    and ``devices`` (the same per device).
     """
     _require_initialized()
     op = getattr(torch.ops.flagos, "_kernel_cache_stats", None)
@@ -267,6 +269,7 @@ def kernel_cache_stats() -> dict[str, Any]:
 
 
 _CACHE_COUNTERS = (
+    "preloaded",
     "memory_hits",
     "memory_misses",
     "disk_hits",

@@ -199,6 +199,16 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "never wait for it: the generic kernel runs until it is ready.",
     ),
     EnvVar(
+        "FLAGOS_KERNEL_PRELOAD",
+        "on",
+        "core",
+        "At exit each device's kernel cache writes a manifest beside its kernel files (the "
+        "device's fp64 answer, the generated kernels this process used, in order of first use); "
+        "at `initialize()` the next process skips the fp64 probe and loads those kernels from "
+        "disk on the background pool, never compiling (Note [Kernel preload]). `on` (also 1) or "
+        "`off` (0).",
+    ),
+    EnvVar(
         "FLAGOS_COMPILE_THREADS",
         "1",
         "core",

@@ -186,6 +186,44 @@ def test_a_second_process_finds_its_kernels_on_disk(backend, tmp_path):
     assert second["disk_hits"] == first["sync_builds"], (first, second)
 
 
+def test_the_next_process_preloads_what_this_one_used(backend, tmp_path):
+    # Note [Kernel preload]: a manifest written at exit lists the kernels used;
+    # the next process loads them in the background from initialize() on, so
+    # its calls find them in memory, and it skips the fp64 probe.
+    first = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off")
+    assert first["preloaded"] == 0, first
+    manifests = list((tmp_path / "kernels").glob("manifest-*.txt"))
+    assert len(manifests) == 1, manifests
+    lines = manifests[0].read_text().splitlines()
+    assert lines[0] == "flagos-kernel-manifest 1" and len(lines) - 2 == first["sync_builds"], lines
+    second = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off")
+    assert second["preloaded"] == first["sync_builds"], second
+    assert second["sync_builds"] == 0 and second["build_failures"] == 0, second
+    off = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off", FLAGOS_KERNEL_PRELOAD="off")
+    assert off["preloaded"] == 0 and off["sync_builds"] == 0, off
+    # A garbled manifest is ignored (probe, build or load on demand) and rewritten.
+    manifests[0].write_text("flagos-kernel-manifest 1\nfp64 1\nnot-a-key\n")
+    garbled = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off")
+    assert garbled["preloaded"] == 0 and garbled["build_failures"] == 0, garbled
+    assert manifests[0].read_text().splitlines()[0] == "flagos-kernel-manifest 1"
+    assert len(manifests[0].read_text().splitlines()) == len(lines)
+
+
+def test_a_bad_preload_value_is_a_clear_error(tmp_path):
+    proc = python_subprocess(
+        """
+        import torch, flagos_torchfl as ft
+        ft.initialize("host")
+        torch.sigmoid(torch.randn(4, device="flagos"))
+        """,
+        FLAGOS_CACHE_DIR=str(tmp_path),
+        FLAGOS_KERNEL_PRELOAD="sometimes",
+        FLAGOS_OP_SIGMOID="generated",
+    )
+    assert proc.returncode != 0
+    assert "FLAGOS_KERNEL_PRELOAD='sometimes': expected on or off" in proc.stderr, proc.stderr
+
+
 def test_corrupt_cache_files_are_rebuilt(backend, tmp_path):
     first = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off")
     files = sorted((tmp_path / "kernels").rglob("*.fkc"))

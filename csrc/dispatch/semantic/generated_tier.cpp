@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -38,7 +39,9 @@
 
 #include "dispatch/device_copy.h"
 #include "dispatch/semantic/catalog.h"
+#include "kernels/disk_store.h"
 #include "kernels/kernel_cache.h"
+#include "kernels/manifest.h"
 #include "kit/byte_size.h"
 #include "runtime/backend.h"
 #include "runtime/dtype.h"
@@ -182,6 +185,7 @@ class Recipes {
 struct DeviceGenerator {
   std::unique_ptr<kernels::KernelCache> cache;
   kernels::Target target;
+  std::string manifest_path;  // Note [Kernel preload]; "" without a cache dir
   // Calls seen per specialized key (FLAGOS_SPECIALIZE=after:N); bounded.
   std::mutex seen_mu;
   std::unordered_map<kernels::KernelKey, int64_t, kernels::KernelKeyHash> seen;
@@ -194,6 +198,42 @@ std::atomic<uint64_t> g_declined{0};  // calls the generator declined (dtype, ra
 std::atomic<uint64_t> g_failed{0};    // calls that met a failed compile
 std::atomic<uint64_t> g_launches{0};  // generic + specialized launches
 std::atomic<uint64_t> g_specialized_launches{0};
+
+// FLAGOS_KERNEL_PRELOAD (Note [Kernel preload]): on (default) or off.
+bool preloadEnabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("FLAGOS_KERNEL_PRELOAD");
+    const std::string value = v ? v : "on";
+    TORCH_CHECK(value == "on" || value == "off" || value == "1" || value == "0",
+                "FLAGOS_KERNEL_PRELOAD='", value, "': expected on or off");
+    return value == "on" || value == "1";
+  }();
+  return on;
+}
+
+// Where a device's manifest lives: beside its kernel files, named by the
+// target and every device fact but the fp64 answer the manifest holds.
+std::string manifestPath(const std::string& kernel_dir, const std::string& language,
+                         const std::string& device) {
+  if (kernel_dir.empty()) return "";
+  const std::string id = language + "|" + device;
+  char name[40];
+  std::snprintf(name, sizeof name, "manifest-%016llx.txt",
+                static_cast<unsigned long long>(kernels::fnv1a64(id.data(), id.size())));
+  return kernel_dir + "/" + name;
+}
+
+// Everything about a device that changes a binary: backend, SDK and driver
+// versions, architecture, model (the fp64 answer is added by the caller).
+std::string deviceIdentity(int32_t physical) {
+  const Backend& b = backend();
+  flagosDeviceProperties props{};
+  props.struct_size = sizeof(props);
+  check(b.tables.device->getProperties(physical, &props), "getProperties");
+  return b.name + "|" + b.probe.sdk_version + "|" + b.probe.driver_version + "|" +
+         std::string(props.arch, strnlen(props.arch, sizeof(props.arch))) + "|" +
+         std::string(props.name, strnlen(props.name, sizeof(props.name)));
+}
 
 // Whether the device compiles double-precision code: a tiny probe build.
 bool probeFp64(const flagosCompilerTable* c, int32_t physical) {
@@ -225,7 +265,26 @@ class Generators {
     return *slot;
   }
   void stopAll() {
-    for (DeviceGenerator* d : all()) d->cache->stopBackground();
+    for (DeviceGenerator* d : all()) {
+      d->cache->stopBackground();
+      writeManifest(*d);
+    }
+  }
+  // Note [Kernel preload]: what this process used, for the next one. Never
+  // throws (it runs at exit); a failed write only loses the preload.
+  static void writeManifest(const DeviceGenerator& d) {
+    if (d.manifest_path.empty() || !preloadEnabledNoThrow()) return;
+    kernels::Manifest m;
+    m.fp64 = d.target.fp64;
+    m.keys = d.cache->usedKeys();
+    if (!m.keys.empty()) kernels::writeManifest(d.manifest_path, m);
+  }
+  static bool preloadEnabledNoThrow() {
+    try {
+      return preloadEnabled();
+    } catch (...) {
+      return false;
+    }
   }
   std::vector<DeviceGenerator*> all() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -239,15 +298,21 @@ class Generators {
     const Backend& b = backend();
     const flagosCompilerTable* compiler = b.tables.compiler;
     const int32_t physical = physicalDevice(logical);
-    flagosDeviceProperties props{};
-    props.struct_size = sizeof(props);
-    check(b.tables.device->getProperties(physical, &props), "getProperties");
     auto d = std::make_unique<DeviceGenerator>();
     d->target.language = compiler->language;
-    d->target.fp64 = probeFp64(compiler, physical);
     kernels::CacheConfig config;
     const std::string root = defaultCacheDir();
     config.dir = root.empty() ? "" : root + "/kernels";
+    const std::string device = deviceIdentity(physical);
+    // Note [Kernel preload]: the last process's manifest answers fp64 and
+    // lists the kernels to load in the background.
+    kernels::Manifest manifest;
+    bool preload = false;
+    if (preloadEnabled()) {
+      d->manifest_path = manifestPath(config.dir, d->target.language, device);
+      preload = !d->manifest_path.empty() && kernels::readManifest(d->manifest_path, &manifest);
+    }
+    d->target.fp64 = preload ? manifest.fp64 : probeFp64(compiler, physical);
     config.max_disk_bytes = maxDiskBytes(config.max_disk_bytes);
     if (const char* t = std::getenv("FLAGOS_COMPILE_THREADS"); t && *t) {
       char* end = nullptr;
@@ -256,13 +321,10 @@ class Generators {
                   "': expected a number of threads from 1 to 64");
       config.compile_threads = static_cast<int>(n);
     }
-    // Everything that changes the binary: backend, driver, device model.
-    config.device_arch = b.name + "|" + b.probe.sdk_version + "|" + b.probe.driver_version + "|" +
-                         std::string(props.arch, strnlen(props.arch, sizeof(props.arch))) + "|" +
-                         std::string(props.name, strnlen(props.name, sizeof(props.name))) +
-                         (d->target.fp64 ? "|fp64" : "");
+    config.device_arch = device + (d->target.fp64 ? "|fp64" : "");
     config.last_error = [] { return detail::lastError(backend().tables); };
     d->cache = std::make_unique<kernels::KernelCache>(compiler, physical, std::move(config));
+    if (preload) d->cache->preload(manifest.keys);
     return d;
   }
   std::mutex mu_;
@@ -291,6 +353,22 @@ bool hasCompiler() {
   static const bool has = isInitialized() && backend().tables.compiler != nullptr;
   return has;
 }
+
+// Note [Kernel preload]: at initialize, each device with a manifest from an
+// earlier process gets its generator now, which queues the manifest's
+// kernels as background loads; others are created on first use as before.
+void preloadAtInitialize() {
+  if (!hasCompiler() || !preloadEnabled()) return;
+  const std::string root = defaultCacheDir();
+  if (root.empty()) return;
+  const char* language = backend().tables.compiler->language;
+  for (c10::DeviceIndex i = 0; i < deviceCount(); ++i) {
+    const std::string device = deviceIdentity(physicalDevice(i));
+    if (std::ifstream(manifestPath(root + "/kernels", language, device)))
+      Generators::get().device(i);
+  }
+}
+const bool kPreloadHooked = (onInitialized(preloadAtInitialize), true);
 
 // Whether a specialized kernel should be requested now for @p key.
 bool specializationDue(DeviceGenerator& d, const kernels::KernelKey& key) {
@@ -462,8 +540,8 @@ std::string kernelCacheStatsJson() {
         << ", \"disk_evictions\": " << s.disk_evictions << ", \"sync_builds\": " << s.sync_builds
         << ", \"async_builds\": " << s.async_builds << ", \"build_failures\": " << s.build_failures
         << ", \"async_pending\": " << s.async_pending << ", \"build_seconds\": " << s.build_seconds
-        << ", \"entries\": " << s.entries << ", \"fp64\": " << (d->target.fp64 ? "true" : "false")
-        << "}";
+        << ", \"entries\": " << s.entries << ", \"preloaded\": " << s.preloaded
+        << ", \"fp64\": " << (d->target.fp64 ? "true" : "false") << "}";
     first = false;
   }
   out << "]}";

@@ -24,6 +24,7 @@
 #include "flagos/vendor.h"
 #include "kernels/disk_store.h"
 #include "kernels/kernel_cache.h"
+#include "kernels/manifest.h"
 
 namespace flagos::kernels {
 namespace {
@@ -488,6 +489,82 @@ TEST_F(CacheTest, BuildAsyncLoadsFromDisk) {
   EXPECT_NE(nullptr, cache.find(keyOf(1)));
   EXPECT_EQ(0, g_builds.load());
   EXPECT_EQ(1u, cache.stats().disk_hits);
+}
+
+// --- preload (Note [Kernel preload]) ----------------------------------------
+
+// usedKeys() lists what callers got, in order of first use, once each;
+// preload() in a new cache loads exactly those from disk, never compiling,
+// drops a key whose file is gone, and a caller of a dropped key builds it.
+TEST_F(CacheTest, PreloadLoadsUsedKeysInOrderAndNeverCompiles) {
+  std::vector<KernelKey> used;
+  {
+    KernelCache cache(&kFake, 0, config());
+    cache.getOrBuild(keyOf(3), sourceFn(3));
+    cache.getOrBuild(keyOf(1), sourceFn(1));
+    cache.getOrBuild(keyOf(2), sourceFn(2));
+    EXPECT_NE(nullptr, cache.find(keyOf(3)));  // again: not listed twice
+    cache.buildAsync(keyOf(9), sourceFn(9));   // built but never handed out
+    cache.waitIdle();
+    used = cache.usedKeys();
+  }
+  ASSERT_EQ(3u, used.size());
+  EXPECT_EQ(keyOf(3), used[0]);
+  EXPECT_EQ(keyOf(1), used[1]);
+  EXPECT_EQ(keyOf(2), used[2]);
+
+  fs::remove(fileOf(dir_, 2));  // evicted meanwhile
+  g_builds = 0;
+  KernelCache cache(&kFake, 0, config());
+  cache.preload(used);
+  cache.waitIdle();
+  EXPECT_EQ(0, g_builds.load());
+  EXPECT_NE(nullptr, cache.find(keyOf(3)));
+  EXPECT_NE(nullptr, cache.find(keyOf(1)));
+  EXPECT_EQ(nullptr, cache.find(keyOf(2)));  // dropped, not failed
+  const CacheStats s = cache.stats();
+  EXPECT_EQ(2u, s.preloaded);
+  EXPECT_EQ(0u, s.build_failures);
+  EXPECT_EQ("kernel body 2", programText(cache.getOrBuild(keyOf(2), sourceFn(2))));
+  EXPECT_EQ(1, g_builds.load());
+}
+
+// A caller waiting on a preload that finds no file builds the kernel itself.
+TEST_F(CacheTest, CallerWaitingOnAMissedPreloadBuildsIt) {
+  KernelCache cache(&kFake, 0, config());
+  cache.preload({keyOf(5)});
+  const CompiledKernel* k = cache.getOrBuild(keyOf(5), sourceFn(5));
+  EXPECT_EQ("kernel body 5", programText(k));
+  cache.waitIdle();
+  EXPECT_EQ(0u, cache.stats().build_failures);
+}
+
+TEST(Manifest, RoundTripAndRejectsGarbage) {
+  char tmpl[] = "/tmp/flagos_manifest_XXXXXX";
+  ASSERT_NE(nullptr, ::mkdtemp(tmpl));
+  const std::string path = std::string(tmpl) + "/manifest.txt";
+  Manifest m;
+  m.fp64 = true;
+  m.keys = {keyOf(1), KernelKey{{1, 0x7fffffffffffffff, 0, 42}}, keyOf(-5)};
+  ASSERT_TRUE(writeManifest(path, m));
+  Manifest back;
+  ASSERT_TRUE(readManifest(path, &back));
+  EXPECT_TRUE(back.fp64);
+  ASSERT_EQ(m.keys.size(), back.keys.size());
+  for (size_t i = 0; i < m.keys.size(); ++i) EXPECT_EQ(m.keys[i], back.keys[i]);
+
+  for (const std::string bad : {std::string(""), std::string("flagos-kernel-manifest 2\nfp64 1\n"),
+                                std::string("flagos-kernel-manifest 1\nfp64 yes\n"),
+                                std::string("flagos-kernel-manifest 1\nfp64 0\n1.2.zz\n"),
+                                std::string("flagos-kernel-manifest 1\nfp64 0\n1..2\n")}) {
+    writeFile(path, bad);
+    Manifest junk;
+    EXPECT_FALSE(readManifest(path, &junk)) << bad;
+  }
+  EXPECT_FALSE(readManifest(std::string(tmpl) + "/missing.txt", &back));
+  EXPECT_FALSE(writeManifest(std::string(tmpl) + "/no/such/dir/manifest.txt", m));
+  std::error_code ec;
+  fs::remove_all(tmpl, ec);
 }
 
 // The destructor waits for running builds and frees every program

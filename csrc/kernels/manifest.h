@@ -1,0 +1,41 @@
+// The kernel manifest: what the next process should load before it asks.
+//
+// Note [Kernel preload]
+// A fresh process with a warm disk cache still paid, on its first
+// iteration, for loading every kernel it used (PoCL parses each binary's
+// bitcode, ~2.5 ms) and for a probe build deciding fp64 (~30 ms). At exit
+// each device's cache writes a manifest next to its kernel files: the
+// device's fp64 answer and the keys this process used, in the order it
+// first used them (at most kManifestKeys). At initialize the next process
+// reads it, skips the probe, and queues those keys on the cache's
+// background pool as disk-only loads (never a compile: a key whose file is
+// gone is dropped). The first iteration then finds them in memory, or
+// waits only for the load already in flight. Several processes share a
+// manifest: the last one to exit wins, which is what re-running a script
+// wants. A missing or garbled manifest is ignored (probe, no preload).
+// FLAGOS_KERNEL_PRELOAD=off turns both halves off.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/generator.h"
+
+namespace flagos::kernels {
+
+constexpr size_t kManifestKeys = 512;
+
+struct Manifest {
+  bool fp64 = false;
+  std::vector<KernelKey> keys;  // in order of first use
+};
+
+// KernelKey::toString()'s inverse; false for anything else.
+bool parseKey(const std::string& text, KernelKey* key);
+
+// False when the file is missing or not a manifest of this format.
+bool readManifest(const std::string& path, Manifest* manifest);
+// Atomic (temporary file + rename); false on any I/O error (never throws).
+bool writeManifest(const std::string& path, const Manifest& manifest);
+
+}  // namespace flagos::kernels
