@@ -13,7 +13,7 @@
 // waits only for the load already in flight. Several processes share a
 // manifest: the last one to exit wins, which is what re-running a script
 // wants. A missing or garbled manifest is ignored (probe, no preload).
-// FLAGOS_KERNEL_PRELOAD=off turns both halves off.
+// FLAGOS_PRELOAD=off turns both halves off.
 #pragma once
 
 #include <string>

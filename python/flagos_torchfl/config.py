@@ -199,14 +199,16 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "never wait for it: the generic kernel runs until it is ready.",
     ),
     EnvVar(
-        "FLAGOS_KERNEL_PRELOAD",
+        "FLAGOS_PRELOAD",
         "on",
         "core",
-        "At exit each device's kernel cache writes a manifest beside its kernel files (the "
-        "device's fp64 answer, the generated kernels this process used, in order of first use); "
-        "at `initialize()` the next process skips the fp64 probe and loads those kernels from "
-        "disk on the background pool, never compiling (Note [Kernel preload]). `on` (also 1) or "
-        "`off` (0).",
+        "What a process leaves for the next one under the cache dir: at exit each device's "
+        "kernel cache writes a manifest (its fp64 answer, the generated kernels used, in order of "
+        "first use) and the bridge writes the operator signatures whose output shapes it "
+        "inferred; at `initialize()` the next process skips the fp64 probe, loads those kernels "
+        "from disk on the background pool (never compiling) and skips the meta-tensor shape "
+        "inference for those signatures (Note [Kernel preload], Note [Shape inference across "
+        "processes]). `on` (also 1) or `off` (0).",
     ),
     EnvVar(
         "FLAGOS_COMPILE_THREADS",

@@ -199,7 +199,7 @@ def test_the_next_process_preloads_what_this_one_used(backend, tmp_path):
     second = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off")
     assert second["preloaded"] == first["sync_builds"], second
     assert second["sync_builds"] == 0 and second["build_failures"] == 0, second
-    off = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off", FLAGOS_KERNEL_PRELOAD="off")
+    off = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off", FLAGOS_PRELOAD="off")
     assert off["preloaded"] == 0 and off["sync_builds"] == 0, off
     # A garbled manifest is ignored (probe, build or load on demand) and rewritten.
     manifests[0].write_text("flagos-kernel-manifest 1\nfp64 1\nnot-a-key\n")
@@ -217,11 +217,11 @@ def test_a_bad_preload_value_is_a_clear_error(tmp_path):
         torch.sigmoid(torch.randn(4, device="flagos"))
         """,
         FLAGOS_CACHE_DIR=str(tmp_path),
-        FLAGOS_KERNEL_PRELOAD="sometimes",
+        FLAGOS_PRELOAD="sometimes",
         FLAGOS_OP_SIGMOID="generated",
     )
     assert proc.returncode != 0
-    assert "FLAGOS_KERNEL_PRELOAD='sometimes': expected on or off" in proc.stderr, proc.stderr
+    assert "FLAGOS_PRELOAD='sometimes': expected on or off" in proc.stderr, proc.stderr
 
 
 def test_corrupt_cache_files_are_rebuilt(backend, tmp_path):

@@ -73,6 +73,7 @@
 #include "dispatch/semantic/catalog.h"
 #include "dispatch/semantic/generated_tier.h"
 #include "dispatch/semantic/host_tier.h"
+#include "dispatch/semantic/shape_store.h"
 #include "runtime/allocator.h"
 #include "runtime/backend.h"
 #include "runtime/dtype.h"
@@ -142,7 +143,16 @@ class SemanticKernel final : public c10::OperatorKernel {
       : ov_(overload),
         op_index_(kOverloads[overload].op),
         spec_(kOps[op_index_]),
-        name_(std::string("aten::") + kOverloads[overload].name) {}
+        name_(std::string("aten::") + kOverloads[overload].name) {
+    registry()[overload] = this;
+  }
+
+  // Every overload's kernel, by index into kOverloads (owned by the
+  // dispatcher, alive until exit).
+  static std::vector<SemanticKernel*>& registry() {
+    static std::vector<SemanticKernel*> kernels(kNumOverloads, nullptr);
+    return kernels;
+  }
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     std::call_once(analyzed_, [&] { analyze(op); });
@@ -500,7 +510,8 @@ class SemanticKernel final : public c10::OperatorKernel {
   };
   struct MetaResult {
     std::vector<OutShape> outs;
-    std::vector<int32_t> layout;  // per return: -1 one tensor, n: a list of n
+    std::vector<int32_t> layout;            // per return: -1 one tensor, n: a list of n
+    mutable std::atomic<bool> used{false};  // Note [Shape inference across processes]
   };
   using Key = std::vector<int64_t>;
   struct KeyHash {
@@ -570,7 +581,10 @@ class SemanticKernel final : public c10::OperatorKernel {
     if (cacheable) {
       std::shared_lock<std::shared_mutex> lock(cache_mu_);
       auto it = cache_.find(key);
-      if (it != cache_.end()) return it->second;
+      if (it != cache_.end()) {
+        markUsed(it->first, it->second);
+        return it->second;
+      }
     }
     Key owned = key;  // a miss: the meta kernel may run code that reuses the buffer
     torch::jit::Stack meta;
@@ -601,11 +615,56 @@ class SemanticKernel final : public c10::OperatorKernel {
       }
     }
     if (cacheable) {
+      markUsed(owned, result);
       std::unique_lock<std::shared_mutex> lock(cache_mu_);
       if (cache_.size() >= kMaxCacheEntries) cache_.clear();
       cache_.emplace(std::move(owned), result);
     }
     return result;
+  }
+
+ public:
+  // Note [Shape inference across processes]: this overload's signatures
+  // used in this process, and the ones an earlier process stored.
+  void exportShapes(std::vector<StoredShape>* out) const {
+    std::lock_guard<std::mutex> lock(used_mu_);
+    for (const auto& [key, r] : used_) {
+      if (out->size() >= kMaxStoredShapes) return;
+      StoredShape s{kOverloads[ov_].name, key, r->layout, {}};
+      for (const OutShape& o : r->outs)
+        s.outs.push_back(
+            {static_cast<int32_t>(o.dtype == at::ScalarType::Undefined ? -1
+                                                                       : static_cast<int>(o.dtype)),
+             {o.sizes.begin(), o.sizes.end()},
+             {o.strides.begin(), o.strides.end()}});
+      out->push_back(std::move(s));
+    }
+  }
+  void importShape(const StoredShape& s) {
+    auto r = std::make_shared<MetaResult>();
+    r->layout = s.layout;
+    size_t listed = 0;
+    for (int32_t n : s.layout) listed += n < 0 ? 1 : static_cast<size_t>(n);
+    if (listed != s.outs.size()) return;  // not what this bridge writes
+    for (const StoredShape::Out& o : s.outs) {
+      if (o.dtype < -1 || o.dtype >= static_cast<int>(at::ScalarType::NumOptions) ||
+          o.sizes.size() != o.strides.size())
+        return;
+      OutShape m{
+          o.dtype < 0 ? at::ScalarType::Undefined : static_cast<at::ScalarType>(o.dtype), {}, {}};
+      m.sizes.assign(o.sizes.begin(), o.sizes.end());
+      m.strides.assign(o.strides.begin(), o.strides.end());
+      r->outs.push_back(std::move(m));
+    }
+    std::unique_lock<std::shared_mutex> lock(cache_mu_);
+    if (cache_.size() < kMaxCacheEntries) cache_.emplace(s.key, std::move(r));
+  }
+
+ private:
+  void markUsed(const Key& key, const std::shared_ptr<const MetaResult>& r) {
+    if (r->used.load(std::memory_order_relaxed) || r->used.exchange(true)) return;
+    std::lock_guard<std::mutex> lock(used_mu_);
+    if (used_.size() < kMaxStoredShapes) used_.emplace_back(key, r);
   }
 
   // Tier 3, our composite (Note [Composite kernels]). An out= call runs it on
@@ -864,6 +923,8 @@ class SemanticKernel final : public c10::OperatorKernel {
 
   std::shared_mutex cache_mu_;
   std::unordered_map<Key, std::shared_ptr<const MetaResult>, KeyHash> cache_;
+  mutable std::mutex used_mu_;
+  std::vector<std::pair<Key, std::shared_ptr<const MetaResult>>> used_;  // first use order
 };
 
 // Python-visible introspection, without touching the binding module:
@@ -927,6 +988,40 @@ std::vector<std::string> catalogRoutes() {
 
 }  // namespace
 
+// Note [Shape inference across processes]: load at initialize, save at exit.
+static void saveShapeStore() {
+  try {
+    const std::string path = shapeStorePath();
+    if (path.empty()) return;
+    std::vector<StoredShape> shapes;
+    for (const SemanticKernel* k : SemanticKernel::registry())
+      if (k) k->exportShapes(&shapes);
+    if (!shapes.empty()) writeShapeStore(path, shapes);
+  } catch (...) {  // at exit: losing the store only costs the next start
+  }
+}
+
+std::atomic<int64_t> g_shapes_loaded{0};
+
+static void loadShapeStore() {
+  if (!preloadEnabled()) return;
+  const std::string path = shapeStorePath();
+  std::vector<StoredShape> shapes;
+  if (!path.empty() && readShapeStore(path, &shapes)) {
+    g_shapes_loaded.store(static_cast<int64_t>(shapes.size()));
+    std::unordered_map<std::string, int> index;
+    for (int i = 0; i < kNumOverloads; ++i) index.emplace(kOverloads[i].name, i);
+    for (const StoredShape& s : shapes) {
+      auto it = index.find(s.overload);
+      if (it != index.end() && SemanticKernel::registry()[it->second])
+        SemanticKernel::registry()[it->second]->importShape(s);
+    }
+  }
+  static const bool saved_at_exit = (std::atexit(saveShapeStore), true);
+  (void)saved_at_exit;
+}
+const bool kShapeStoreHooked = (onInitialized(loadShapeStore), true);
+
 void registerCatalog(torch::Library& m) {
   for (int i = 0; i < kNumOverloads; ++i) {
     m.impl(kOverloads[i].name,
@@ -940,6 +1035,10 @@ TORCH_LIBRARY_FRAGMENT(flagos, m) {
   m.def("_catalog_overloads() -> str[]", &flagos::semantic::catalogOverloads);
   m.def("_catalog_native_ids() -> str[]", &flagos::semantic::catalogNativeIds);
   m.def("_catalog_routes() -> str[]", &flagos::semantic::catalogRoutes);
+  m.def("_shape_store_info() -> str", [] {
+    return "{\"path\": \"" + flagos::semantic::shapeStorePath() +
+           "\", \"loaded\": " + std::to_string(flagos::semantic::g_shapes_loaded.load()) + "}";
+  });
   m.def("_catalog_generated_ids() -> str[]", &flagos::semantic::catalogGeneratedIds);
   m.def("_catalog_composite_ids() -> str[]", &flagos::semantic::catalogCompositeIds);
 }

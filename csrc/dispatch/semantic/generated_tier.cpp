@@ -124,15 +124,6 @@ uint64_t maxDiskBytes(uint64_t fallback) {
   return bytes;
 }
 
-std::string defaultCacheDir() {
-  if (const char* dir = std::getenv("FLAGOS_CACHE_DIR"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return std::string(xdg) + "/flagos";
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return std::string(home) + "/.cache/flagos";
-  return "";
-}
-
 // ------------------------------------------------------- per-op recipes ---
 
 class Recipes {
@@ -198,18 +189,6 @@ std::atomic<uint64_t> g_declined{0};  // calls the generator declined (dtype, ra
 std::atomic<uint64_t> g_failed{0};    // calls that met a failed compile
 std::atomic<uint64_t> g_launches{0};  // generic + specialized launches
 std::atomic<uint64_t> g_specialized_launches{0};
-
-// FLAGOS_KERNEL_PRELOAD (Note [Kernel preload]): on (default) or off.
-bool preloadEnabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("FLAGOS_KERNEL_PRELOAD");
-    const std::string value = v ? v : "on";
-    TORCH_CHECK(value == "on" || value == "off" || value == "1" || value == "0",
-                "FLAGOS_KERNEL_PRELOAD='", value, "': expected on or off");
-    return value == "on" || value == "1";
-  }();
-  return on;
-}
 
 // Where a device's manifest lives: beside its kernel files, named by the
 // target and every device fact but the fp64 answer the manifest holds.
@@ -392,6 +371,27 @@ void reportFailure(DeviceGenerator& d, const kernels::KernelKey& key, const char
 }
 
 }  // namespace
+
+std::string defaultCacheDir() {
+  if (const char* dir = std::getenv("FLAGOS_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/flagos";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/flagos";
+  return "";
+}
+
+// FLAGOS_PRELOAD (Note [Kernel preload]): on (default) or off.
+bool preloadEnabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("FLAGOS_PRELOAD");
+    const std::string value = v ? v : "on";
+    TORCH_CHECK(value == "on" || value == "off" || value == "1" || value == "0", "FLAGOS_PRELOAD='",
+                value, "': expected on or off");
+    return value == "on" || value == "1";
+  }();
+  return on;
+}
 
 bool hasGeneratedKernel(int op) {
   return hasCompiler() && Recipes::get().find(op) != nullptr;

@@ -1,0 +1,118 @@
+// Note [Shape inference across processes] (shape_store.h): the file.
+//   flagos-shapes 1
+//   <overload> <n> key... <n> layout... <n> (<dtype> <rank> sizes... strides...)...
+// one line per signature, integers in decimal.
+#include "dispatch/semantic/shape_store.h"
+
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "dispatch/semantic/catalog.h"
+#include "dispatch/semantic/generated_tier.h"
+
+namespace flagos::semantic {
+namespace {
+
+constexpr const char* kHeader = "flagos-shapes 1";
+
+template <typename T>
+bool readList(std::istringstream& in, std::vector<T>* out, size_t max) {
+  size_t n = 0;
+  if (!(in >> n) || n > max) return false;
+  out->resize(n);
+  for (T& v : *out)
+    if (!(in >> v)) return false;
+  return true;
+}
+
+template <typename T>
+void writeList(std::ostringstream& out, const std::vector<T>& v) {
+  out << ' ' << v.size();
+  for (const T& x : v) out << ' ' << x;
+}
+
+}  // namespace
+
+std::string shapeStorePath() {
+  const std::string root = defaultCacheDir();
+  if (root.empty()) return "";
+  // Meta results depend on torch and on the catalog's overloads.
+  std::string id = std::string(TORCH_VERSION) + "|";
+  for (int i = 0; i < kNumOverloads; ++i) id += std::string(kOverloads[i].name) + ",";
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
+  char name[48];
+  std::snprintf(name, sizeof name, "/shapes-%016llx.txt", static_cast<unsigned long long>(h));
+  return root + name;
+}
+
+bool readShapeStore(const std::string& path, std::vector<StoredShape>* shapes) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line) || line != kHeader) return false;
+  std::vector<StoredShape> out;
+  while (std::getline(in, line) && out.size() < kMaxStoredShapes) {
+    std::istringstream fields(line);
+    StoredShape s;
+    size_t n = 0;
+    if (!(fields >> s.overload) || !readList(fields, &s.key, 4096) ||
+        !readList(fields, &s.layout, 64) || !(fields >> n) || n > 64)
+      return false;
+    s.outs.resize(n);
+    for (StoredShape::Out& o : s.outs) {
+      size_t rank = 0;
+      if (!(fields >> o.dtype >> rank) || rank > 64) return false;
+      o.sizes.resize(rank);
+      o.strides.resize(rank);
+      for (int64_t& v : o.sizes)
+        if (!(fields >> v)) return false;
+      for (int64_t& v : o.strides)
+        if (!(fields >> v)) return false;
+    }
+    std::string extra;
+    if (fields >> extra) return false;
+    out.push_back(std::move(s));
+  }
+  *shapes = std::move(out);
+  return true;
+}
+
+bool writeShapeStore(const std::string& path, const std::vector<StoredShape>& shapes) {
+  static std::atomic<unsigned> counter{0};
+  std::ostringstream text;
+  text << kHeader << '\n';
+  for (size_t i = 0; i < shapes.size() && i < kMaxStoredShapes; ++i) {
+    const StoredShape& s = shapes[i];
+    text << s.overload;
+    writeList(text, s.key);
+    writeList(text, s.layout);
+    text << ' ' << s.outs.size();
+    for (const StoredShape::Out& o : s.outs) {
+      text << ' ' << o.dtype << ' ' << o.sizes.size();
+      for (int64_t v : o.sizes) text << ' ' << v;
+      for (int64_t v : o.strides) text << ' ' << v;
+    }
+    text << '\n';
+  }
+  const std::string tmp =
+      path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out || !(out << text.str()) || !out.flush()) {
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace flagos::semantic

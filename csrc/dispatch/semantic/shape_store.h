@@ -1,0 +1,47 @@
+// The bridge's shape inference results, kept across processes.
+//
+// Note [Shape inference across processes]
+// The first call of each operator signature runs the overload on meta
+// tensors (Note [Shape inference cache]); PyTorch's Python meta
+// registrations make that 0.4-2 ms a signature, and the first meta call of
+// a process may import torch._dynamo (~1 s). With kernels preloaded (Note
+// [Kernel preload]) this was most of a fresh process's first iteration. At
+// exit the bridge writes the signatures this process used (their cache
+// keys and results, at most kMaxStoredShapes) to one file under the cache
+// directory, named by the torch version and the catalog; at initialize the
+// next process loads them into the per-overload caches, so a repeated
+// signature skips the meta call (and its argument checks, which passed for
+// the identical key). A garbled file is ignored; FLAGOS_PRELOAD=off turns
+// it off. The last process to exit wins, as for the kernel manifest.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flagos::semantic {
+
+constexpr size_t kMaxStoredShapes = 8192;
+
+// One shape inference result as stored: the overload, its cache key, and
+// per output dtype (-1: undefined), sizes and strides; layout as in the
+// bridge's MetaResult (-1: a tensor return, n: a list of n).
+struct StoredShape {
+  std::string overload;  // "add.Tensor"
+  std::vector<int64_t> key;
+  std::vector<int32_t> layout;
+  struct Out {
+    int32_t dtype = -1;
+    std::vector<int64_t> sizes, strides;
+  };
+  std::vector<Out> outs;
+};
+
+// The file for this torch version and catalog ("" without a cache dir).
+std::string shapeStorePath();
+// False when missing or garbled (nothing is returned then).
+bool readShapeStore(const std::string& path, std::vector<StoredShape>* shapes);
+// Atomic (temporary file + rename); false on an I/O error. Never throws.
+bool writeShapeStore(const std::string& path, const std::vector<StoredShape>& shapes);
+
+}  // namespace flagos::semantic

@@ -1,0 +1,60 @@
+"""Note [Shape inference across processes] (csrc/dispatch/semantic/shape_store.h):
+the bridge's shape inference results outlive the process. Each case runs
+fresh interpreters sharing one FLAGOS_CACHE_DIR on the host backend:
+  - the first process writes the signatures it used; the next one loads
+    them at initialize() and computes the same results as CPU;
+  - a garbled file is ignored (nothing loaded, results still right) and
+    rewritten; FLAGOS_PRELOAD=off neither loads nor writes it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import CORE_ERROR, check_ok, python_subprocess
+
+pytestmark = pytest.mark.skipif(CORE_ERROR is not None, reason=CORE_ERROR or "")
+
+STEP = """
+import json, torch, flagos_torchfl as ft
+ft.initialize("host")
+info = json.loads(torch.ops.flagos._shape_store_info())
+torch.manual_seed(0)
+x, w = torch.randn(5, 7), torch.randn(3, 7)
+want = torch.nn.functional.gelu(x @ w.t()).softmax(-1).sum(0)
+got = torch.nn.functional.gelu(x.to("flagos") @ w.t().to("flagos")).softmax(-1).sum(0)
+torch.testing.assert_close(got.cpu(), want)
+print(json.dumps(info))
+"""
+
+
+def run(cache, **env):
+    proc = python_subprocess(STEP, timeout=300, FLAGOS_CACHE_DIR=str(cache), **env)
+    return json.loads(check_ok(proc).strip().splitlines()[-1])
+
+
+def test_the_next_process_loads_the_shapes_this_one_used(tmp_path):
+    first = run(tmp_path)
+    assert first["loaded"] == 0, first
+    stores = list(tmp_path.glob("shapes-*.txt"))
+    assert len(stores) == 1 and first["path"] == str(stores[0]), (stores, first)
+    lines = stores[0].read_text().splitlines()
+    assert lines[0] == "flagos-shapes 1" and len(lines) > 3, lines
+    second = run(tmp_path)
+    assert second["loaded"] == len(lines) - 1, (second, lines)
+
+
+def test_a_garbled_store_is_ignored_and_rewritten(tmp_path):
+    run(tmp_path)
+    store = next(tmp_path.glob("shapes-*.txt"))
+    good = store.read_text()
+    store.write_text("flagos-shapes 1\ngelu 3 1 2\n")  # a truncated line
+    assert run(tmp_path)["loaded"] == 0
+    assert store.read_text().splitlines()[0] == "flagos-shapes 1"
+    assert len(store.read_text().splitlines()) == len(good.splitlines())
+
+
+def test_preload_off_neither_loads_nor_writes(tmp_path):
+    off = run(tmp_path, FLAGOS_PRELOAD="off")
+    assert off["loaded"] == 0 and not list(tmp_path.glob("shapes-*.txt"))
