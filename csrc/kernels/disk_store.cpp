@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 
 namespace flagos::kernels {
 namespace {
@@ -81,6 +83,25 @@ std::string fileKeyOf(const KernelKey& key, const std::string& language,
                       const std::string& device_arch) {
   return key.toString() + "|" + language + "|" + device_arch + "|gen" +
          std::to_string(kGeneratorVersion);
+}
+
+bool writeFileAtomically(const std::string& path, const std::string& bytes) {
+  static std::atomic<unsigned> counter{0};
+  const std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) ||
+        !out.flush()) {
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
 }
 
 DiskStore::DiskStore(std::string dir, uint64_t max_bytes)

@@ -40,6 +40,11 @@ uint64_t fnv1a64(const void* data, size_t size, uint64_t hash = 1469598103934665
 std::string fileKeyOf(const KernelKey& key, const std::string& language,
                       const std::string& device_arch);
 
+// Writes @p bytes to "<path>.tmp.<pid>.<n>" and renames it over @p path,
+// so readers see the old file or the new one, never a torn one. False on
+// any I/O error (the temporary file is removed); never throws.
+bool writeFileAtomically(const std::string& path, const std::string& bytes);
+
 class DiskStore {
  public:
   struct Stats {

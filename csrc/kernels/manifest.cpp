@@ -4,13 +4,11 @@
 //   <key>            one KernelKey::toString() per line, first use first
 #include "kernels/manifest.h"
 
-#include <unistd.h>
-
-#include <atomic>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+
+#include "kernels/disk_store.h"
 
 namespace flagos::kernels {
 namespace {
@@ -53,25 +51,11 @@ bool readManifest(const std::string& path, Manifest* manifest) {
 }
 
 bool writeManifest(const std::string& path, const Manifest& manifest) {
-  static std::atomic<unsigned> counter{0};
   std::ostringstream text;
   text << kHeader << "\nfp64 " << (manifest.fp64 ? 1 : 0) << "\n";
   for (size_t i = 0; i < manifest.keys.size() && i < kManifestKeys; ++i)
     text << manifest.keys[i].toString() << "\n";
-  const std::string tmp =
-      path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out || !(out << text.str()) || !out.flush()) {
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
+  return writeFileAtomically(path, text.str());
 }
 
 }  // namespace flagos::kernels

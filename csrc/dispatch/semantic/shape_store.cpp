@@ -5,15 +5,14 @@
 #include "dispatch/semantic/shape_store.h"
 
 #include <torch/version.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "dispatch/semantic/catalog.h"
 #include "dispatch/semantic/generated_tier.h"
+#include "kernels/disk_store.h"
 
 namespace flagos::semantic {
 namespace {
@@ -83,7 +82,6 @@ bool readShapeStore(const std::string& path, std::vector<StoredShape>* shapes) {
 }
 
 bool writeShapeStore(const std::string& path, const std::vector<StoredShape>& shapes) {
-  static std::atomic<unsigned> counter{0};
   std::ostringstream text;
   text << kHeader << '\n';
   for (size_t i = 0; i < shapes.size() && i < kMaxStoredShapes; ++i) {
@@ -99,20 +97,7 @@ bool writeShapeStore(const std::string& path, const std::vector<StoredShape>& sh
     }
     text << '\n';
   }
-  const std::string tmp =
-      path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out || !(out << text.str()) || !out.flush()) {
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
+  return kernels::writeFileAtomically(path, text.str());
 }
 
 }  // namespace flagos::semantic
