@@ -35,6 +35,7 @@ def run(cache, **env):
 
 
 def test_the_next_process_loads_the_shapes_this_one_used(tmp_path):
+    tmp_path = tmp_path / "not-yet-created"  # the first process makes the dir
     first = run(tmp_path)
     assert first["loaded"] == 0, first
     stores = list(tmp_path.glob("shapes-*.txt"))

@@ -7,6 +7,7 @@
 #include <torch/version.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -82,6 +83,9 @@ bool readShapeStore(const std::string& path, std::vector<StoredShape>* shapes) {
 }
 
 bool writeShapeStore(const std::string& path, const std::vector<StoredShape>& shapes) {
+  // The cache dir may not exist yet (no kernel was ever stored in it).
+  std::error_code ignored;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ignored);
   std::ostringstream text;
   text << kHeader << '\n';
   for (size_t i = 0; i < shapes.size() && i < kMaxStoredShapes; ++i) {
