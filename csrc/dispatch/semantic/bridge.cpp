@@ -624,6 +624,12 @@ class SemanticKernel final : public c10::OperatorKernel {
   }
 
  public:
+  // Resolves the schema facts now instead of on the first call (done at
+  // initialize for the overloads an earlier process used).
+  void prepare(const c10::OperatorHandle& op) {
+    std::call_once(analyzed_, [&] { analyze(op); });
+  }
+
   // Note [Shape inference across processes]: this overload's signatures
   // used in this process, and the ones an earlier process stored.
   void exportShapes(std::vector<StoredShape>* out) const {
@@ -1011,10 +1017,20 @@ static void loadShapeStore() {
     g_shapes_loaded.store(static_cast<int64_t>(shapes.size()));
     std::unordered_map<std::string, int> index;
     for (int i = 0; i < kNumOverloads; ++i) index.emplace(kOverloads[i].name, i);
+    std::vector<bool> prepared(kNumOverloads, false);
     for (const StoredShape& s : shapes) {
       auto it = index.find(s.overload);
-      if (it != index.end() && SemanticKernel::registry()[it->second])
-        SemanticKernel::registry()[it->second]->importShape(s);
+      SemanticKernel* k = it == index.end() ? nullptr : SemanticKernel::registry()[it->second];
+      if (!k) continue;
+      k->importShape(s);
+      if (!prepared[it->second]) {  // its schema analysis too, off the first call
+        prepared[it->second] = true;
+        const size_t dot = s.overload.find('.');
+        const auto op = c10::Dispatcher::singleton().findSchema(
+            {"aten::" + s.overload.substr(0, dot),
+             dot == std::string::npos ? "" : s.overload.substr(dot + 1)});
+        if (op) k->prepare(*op);
+      }
     }
   }
   static const bool saved_at_exit = (std::atexit(saveShapeStore), true);
