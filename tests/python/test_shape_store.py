@@ -59,3 +59,26 @@ def test_a_garbled_store_is_ignored_and_rewritten(tmp_path):
 def test_preload_off_neither_loads_nor_writes(tmp_path):
     off = run(tmp_path, FLAGOS_PRELOAD="off")
     assert off["loaded"] == 0 and not list(tmp_path.glob("shapes-*.txt"))
+
+
+DEFAULT_DTYPE = """
+import json, sys, torch, flagos_torchfl as ft
+ft.initialize("host")
+torch.set_default_dtype(getattr(torch, sys.argv[1] if len(sys.argv) > 1 else "{dtype}"))
+a, b = torch.arange(1, 7).reshape(2, 3), torch.tensor([2, 4, 5])
+got, want = torch.div(a.to("flagos"), b.to("flagos")), torch.div(a, b)
+torch.set_default_dtype(torch.float32)   # and back, in the same process
+got2, want2 = torch.div(a.to("flagos"), b.to("flagos")), torch.div(a, b)
+print(json.dumps([str(got.dtype), str(want.dtype), str(got2.dtype), str(want2.dtype)]))
+"""
+
+
+def test_the_default_dtype_is_part_of_a_stored_signature(tmp_path):
+    # int / int takes the default dtype: a result stored under float64 must
+    # not serve a process (or a later call) running under float32.
+    for dtype in ("float64", "float32", "float64"):
+        proc = python_subprocess(
+            DEFAULT_DTYPE.replace("{dtype}", dtype), timeout=300, FLAGOS_CACHE_DIR=str(tmp_path)
+        )
+        got, want, got2, want2 = json.loads(check_ok(proc).strip().splitlines()[-1])
+        assert (got, got2) == (want, want2) == (f"torch.{dtype}", "torch.float32"), dtype

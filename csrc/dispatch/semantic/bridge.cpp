@@ -51,6 +51,7 @@
 #include <ATen/ATen.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/TypeProperties.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
@@ -500,10 +501,10 @@ class SemanticKernel final : public c10::OperatorKernel {
   // tensors, which also performs ATen's argument checks. Many meta kernels
   // are Python (torch/_meta_registrations.py), ~100 us a call, so results are
   // cached per overload under a key holding everything a meta kernel can see:
-  // each tensor's dtype, rank, sizes, strides, CPU-scalar-ness, and every
-  // non-tensor argument's value. A hit skips the meta call (and the checks,
-  // which passed for the identical key before). Arguments the key cannot
-  // hold (generators, devices, ...) disable caching for that call.
+  // the default dtype, each tensor's dtype, rank, sizes, strides,
+  // CPU-scalar-ness, and every non-tensor argument's value. A hit skips the meta call (and the
+  // checks, which passed for the identical key before). Arguments the key cannot hold (generators,
+  // devices, ...) disable caching for that call.
   struct OutShape {
     at::ScalarType dtype;
     c10::SmallVector<int64_t, 6> sizes, strides;
@@ -576,6 +577,8 @@ class SemanticKernel final : public c10::OperatorKernel {
     // A per-thread buffer: building the key allocates nothing once warm.
     thread_local Key key;
     key.clear();
+    // Meta kernels read one global: the default dtype (int / int -> float).
+    key.push_back(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
     bool cacheable = true;
     for (int i = 0; i < num_args_ && cacheable; ++i) cacheable = keyValue(args[i], key);
     if (cacheable) {
