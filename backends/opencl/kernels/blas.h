@@ -97,10 +97,12 @@ cl_int enqueueExpand(Helpers* h, cl_command_queue q, flagosDtype_t dt, const Reg
 
 // Region of @p out (rank <= 3, right-aligned into 3 dims).
 Region regionOf(const Operand& out);
-// Region of @p self broadcast to @p out's shape; false if it does not broadcast.
-bool broadcastRegion(const Operand& self, const Operand& out, Region* r);
-// self and out are the same elements in the same order (in-place addmm_).
-bool sameElements(const Operand& self, const Operand& out);
+// addmm/addmv-style `self` (scaled by beta): resolved on @p stream and seen
+// with @p out's shape in *region; *expand false when self already is the
+// output (addmm_), so nothing needs copying. NOT_SUPPORTED when it does not
+// broadcast; resolveOperand's status when it cannot be resolved.
+flagosStatus_t resolveSelf(const char* op, flagosStream_t stream, const flagosTensor& self,
+                           const Operand& out, Region* region, bool* expand);
 
 // ------------------------------------------------------------- entries ---
 

@@ -90,7 +90,7 @@ flagosStatus_t gemmBody(flagosStream_t stream, const flagosTensor* o, int32_t no
   const double beta = kWithSelf ? scalarValue(sc[0], 1.0) : 0.0;
   const double alpha = kWithSelf ? scalarValue(sc[1], 1.0) : 1.0;
 
-  Operand out, A, B, self;
+  Operand out, A, B;
   const std::pair<const flagosTensor*, Operand*> operands[] = {
       {&o[0], &out}, {&in[first], &A}, {&in[first + 1], &B}};
   for (const auto& [t, dst] : operands) {
@@ -121,11 +121,9 @@ flagosStatus_t gemmBody(flagosStream_t stream, const flagosTensor* o, int32_t no
 
   Region self_region{};
   bool expand = false;
-  if (kWithSelf && beta != 0.0) {
-    const Resolved r = resolveOperand(op, stream, in[0], &self);
-    if (!r.ok()) return r.status;
-    if (!broadcastRegion(self, out, &self_region)) return FLAGOS_ERROR_NOT_SUPPORTED;
-    expand = !sameElements(self, out);  // addmm_: self already is the output
+  if (kWithSelf && beta != 0.0) {  // addmm_: self may already be the output
+    const flagosStatus_t st = resolveSelf(op, stream, in[0], out, &self_region, &expand);
+    if (st != FLAGOS_SUCCESS) return st;
   }
   const bool zero = beta == 0.0 && kZeroBeforeBetaZero;
   Helpers* helpers = nullptr;

@@ -48,7 +48,7 @@ flagosStatus_t gemvBody(flagosStream_t stream, const flagosTensor* o, int32_t no
   const double beta = kWithSelf ? scalarValue(sc[0], 1.0) : 0.0;
   const double alpha = kWithSelf ? scalarValue(sc[1], 1.0) : 1.0;
 
-  Operand out, A, x, self;
+  Operand out, A, x;
   for (const auto& [t, dst] : {std::pair<const flagosTensor*, Operand*>{&o[0], &out},
                                std::pair<const flagosTensor*, Operand*>{&in[first], &A},
                                std::pair<const flagosTensor*, Operand*>{&in[first + 1], &x}}) {
@@ -62,11 +62,9 @@ flagosStatus_t gemvBody(flagosStream_t stream, const flagosTensor* o, int32_t no
 
   Region self_region{};
   bool expand = false;
-  if (kWithSelf && beta != 0.0) {
-    const Resolved r = resolveOperand(op, stream, in[0], &self);
-    if (!r.ok()) return r.status;
-    if (!broadcastRegion(self, out, &self_region)) return FLAGOS_ERROR_NOT_SUPPORTED;
-    expand = !sameElements(self, out);
+  if (kWithSelf && beta != 0.0) {  // addmm_: self may already be the output
+    const flagosStatus_t st = resolveSelf(op, stream, in[0], out, &self_region, &expand);
+    if (st != FLAGOS_SUCCESS) return st;
   }
   Helpers* helpers = nullptr;
   if (beta == 0.0 || expand) {

@@ -151,6 +151,9 @@ Region regionOf(const Operand& out) {
   return r;
 }
 
+namespace {
+
+// Region of @p self broadcast to @p out's shape; false if it does not broadcast.
 bool broadcastRegion(const Operand& self, const Operand& out, Region* r) {
   if (self.ndim > out.ndim) return false;
   const Region o = regionOf(out);
@@ -163,11 +166,24 @@ bool broadcastRegion(const Operand& self, const Operand& out, Region* r) {
   return true;
 }
 
+// self and out are the same elements in the same order (in-place addmm_).
 bool sameElements(const Operand& self, const Operand& out) {
   if (self.buffer != out.buffer || self.offset != out.offset || self.ndim != out.ndim) return false;
   for (int d = 0; d < self.ndim; ++d)
     if (self.shape[d] != out.shape[d] || self.strides[d] != out.strides[d]) return false;
   return true;
+}
+
+}  // namespace
+
+flagosStatus_t resolveSelf(const char* op, flagosStream_t stream, const flagosTensor& self,
+                           const Operand& out, Region* region, bool* expand) {
+  Operand s;
+  const Resolved r = resolveOperand(op, stream, self, &s);
+  if (!r.ok()) return r.status;
+  if (!broadcastRegion(s, out, region)) return FLAGOS_ERROR_NOT_SUPPORTED;
+  *expand = !sameElements(s, out);
+  return FLAGOS_SUCCESS;
 }
 
 }  // namespace flagos_opencl::kernels
