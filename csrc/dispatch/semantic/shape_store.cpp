@@ -44,10 +44,9 @@ std::string shapeStorePath() {
   // Meta results depend on torch and on the catalog's overloads.
   std::string id = std::string(TORCH_VERSION) + "|";
   for (int i = 0; i < kNumOverloads; ++i) id += std::string(kOverloads[i].name) + ",";
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
   char name[48];
-  std::snprintf(name, sizeof name, "/shapes-%016llx.txt", static_cast<unsigned long long>(h));
+  std::snprintf(name, sizeof name, "/shapes-%016llx.txt",
+                static_cast<unsigned long long>(kernels::fnv1a64(id.data(), id.size())));
   return root + name;
 }
 
