@@ -15,8 +15,9 @@
 //   2. with CLBlast (kernels/warmup.cpp): the helper program and one launch
 //      of its float kernels; SGEMM in the four transposes the core issues
 //      (NN, NT, TN, TT: CLBlast's direct kernels, one PoCL work-group
-//      function each); SGEMV (N, T); strided-batched SGEMM; then, with fp64,
-//      DGEMM in the four transposes and the double helpers.
+//      function each); SGEMV (N, T); strided-batched SGEMM; the nll_loss
+//      program (kernels/loss.cpp) and one launch of its float kernels;
+//      then, with fp64, DGEMM in the four transposes and the double helpers.
 //
 // Every step is a few 8x8 operations on buffers of its own (outside the
 // memory accounting; a few KiB) under the compile lock as a *background*

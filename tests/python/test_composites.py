@@ -3,8 +3,9 @@ convolution as im2col + GEMM, batch/layer norm, nll/mse losses and
 embedding_dense_backward built from other catalog operators.
 
 Each backend runs in a fresh interpreter: opencl takes the composites
-because it has no kernel of its own for these operators; host has native
-ones, so FLAGOS_OP_<ID>=generated routes past them. Forward results and
+because it has no kernel of its own for most of these operators; host has
+native ones (and opencl for the nll losses), so FLAGOS_OP_<ID>=generated
+routes past them. Forward results and
 gradients (autograd through convolution_backward etc.) are compared with
 CPU; op_stats() must show the composite ("decomposition") tier, and calls
 a composite declines (3-D convolution, invalid arguments) must reach the
@@ -49,6 +50,10 @@ COMPOSITE_OPS = (
     "cumsum",
 )
 HOST_ROUTES = {f"FLAGOS_OP_{op.upper()}": "generated" for op in COMPOSITE_OPS}
+# opencl has native nll kernels (backends/opencl/kernels/loss.cpp): routed
+# past them too, so the composites stay tested there.
+OPENCL_NATIVE = ("nll_loss", "nll_loss_backward", "nll_loss2d", "nll_loss2d_backward")
+OPENCL_ROUTES = {f"FLAGOS_OP_{op.upper()}": "generated" for op in OPENCL_NATIVE}
 
 CHECKS = r"""
 import json, sys, torch, flagos_torchfl as ft
@@ -260,7 +265,7 @@ def backend(request):
 
 
 def test_composites_match_cpu(backend, tmp_path):
-    env = HOST_ROUTES if backend == "host" else {}
+    env = HOST_ROUTES if backend == "host" else OPENCL_ROUTES
     proc = python_subprocess(
         CHECKS.replace("BACKEND", repr(backend)), timeout=900, FLAGOS_CACHE_DIR=str(tmp_path), **env
     )

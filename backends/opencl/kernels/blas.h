@@ -6,6 +6,7 @@
 //   helpers.cpp  a tiny OpenCL program per device: zero / broadcast-copy
 //   gemm.cpp     mm, addmm, bmm, baddbmm
 //   gemv.cpp     mv, addmv, dot
+//   loss.cpp     nll_loss / nll_loss2d and backwards (own OpenCL program)
 //   table.cpp    the flagosKernelTable
 //
 // Every kernel checks everything first and returns NOT_SUPPORTED before it
@@ -108,5 +109,10 @@ flagosStatus_t resolveSelf(const char* op, flagosStream_t stream, const flagosTe
 
 void addGemmKernels(void (*add)(const char*, flagosKernelFn));
 void addGemvKernels(void (*add)(const char*, flagosKernelFn));
+void addLossKernels(void (*add)(const char*, flagosKernelFn));
+
+// Builds the loss program and launches its float kernels once on @p queue
+// (the SDK warm-up, Note [SDK warm-up]); the caller holds the compile lock.
+void warmUpLoss(Device* device, cl_command_queue queue);
 
 }  // namespace flagos_opencl::kernels

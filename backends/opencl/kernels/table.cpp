@@ -1,4 +1,5 @@
-// The opencl plugin's kernel table: CLBlast-backed GEMM/GEMV (blas.h).
+// The opencl plugin's kernel table: CLBlast-backed GEMM/GEMV and the nll
+// losses (blas.h).
 // Every other semantic ID is absent, so the core's later tiers serve it.
 #include <vector>
 
@@ -22,6 +23,7 @@ const flagosKernelTable* kernelTable() {
   static const flagosKernelTable table = [] {
     kernels::addGemmKernels(add);
     kernels::addGemvKernels(add);
+    kernels::addLossKernels(add);
     flagosKernelTable t{};
     t.struct_size = sizeof(t);
     t.num_entries = static_cast<int32_t>(rows().size());

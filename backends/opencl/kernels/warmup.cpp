@@ -1,9 +1,9 @@
 // The native kernels' part of the SDK warm-up (Note [SDK warm-up] in
-// ../warmup.cpp): the helper program and CLBlast's GEMM/GEMV programs, each
-// built and launched once on tiny buffers of the warm-up's own, so that the
-// caller's first mm/addmm/bmm/mv finds them built (CLBlast caches programs
-// per context and precision, PoCL compiles a kernel's work-group function
-// on its first launch).
+// ../warmup.cpp): the helper program, CLBlast's GEMM/GEMV programs and the
+// nll loss program (loss.cpp), each built and launched once on tiny buffers
+// of the warm-up's own, so that the caller's first mm/addmm/bmm/mv/nll_loss
+// finds them built (CLBlast caches programs per context and precision, PoCL
+// compiles a kernel's work-group function on its first launch).
 #include <cstdio>
 
 #include "blas.h"
@@ -98,6 +98,8 @@ void warmUpKernels(Device* device, cl_command_queue queue, const WarmupStep& ste
                                      0.0f, f.c, 0, kN, kN * kN, 2, &q, nullptr);
           clFinish(queue);
         }))
+      return;
+    if (!step("loss program (float nll forward/backward)", [&] { warmUpLoss(device, queue); }))
       return;
   }
   if (!fp64) return;

@@ -101,7 +101,8 @@ bool nllLossBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   NllRows r;
   if (reduction < kNone || reduction > kSum || !usableLike(dy, self) ||
       !usableLike(total_weight, self) ||
-      !nllRows(self, a[2].toTensor(), optTensor(a[3]), a[5].toInt(), kTwoD, false, &r))
+      !nllRows(self, a[2].toTensor(), optTensor(a[3]), a[5].toInt(), kTwoD,
+               /*check_bounds=*/true, &r))
     return false;
   if (reduction == kNone ? dy.numel() != r.target.numel() : dy.numel() != 1) return false;
   at::Tensor scale = reduction == kNone ? dy.reshape({-1}) : dy.reshape({});
