@@ -6,16 +6,25 @@ straight through its C API (ctypes) on a context and queue of its own, as
 benchmarks/clblast_direct.cpp does. Both sides time one call + a device
 synchronize (direct: clFinish).
 
-The two sides are interleaved in ONE process: each round times a block of
---iters calls of every case on both sides (their order alternating by
-round), and the result is the median over --rounds of each side's per-block
-P50 and of the per-round ratio. On a small shared machine the CPU available
+The two sides are interleaved in ONE process, call by call: each round
+times --iters pairs per case (one flagos and one direct call, their order
+alternating from pair to pair), over --rounds rounds; the result is each
+side's median call time and the median (and quartiles) of the per-pair
+ratio. On a small shared machine the CPU available
 to PoCL's worker threads changes from one moment to the next (on 2 vCPUs a
 neighbour taking one of them doubles a 256^3 SGEMM, 1.2 -> 2.4 ms, for
 clblast_direct as much as for flagos), so timing one side in one long block
 and the other afterwards measures the machine, not the plugin.
 
 speed = direct ms / flagos ms (1.0: no adapter overhead; target >= 0.95).
+Both sides do one full wait per call, from Python: the flagos side
+torch.flagos.synchronize() (the stream's last event, i.e. the CLBlast
+command, then a clFinish of the idle synchronous queue), the direct side
+clFinish through ctypes. Done in C on PoCL, the plugin's way (profiling
+queue, CLBlast's event out-parameter, clWaitForEvents on it, the extra idle
+clFinish) and the plain clFinish cost the same within ~0.1 us a call, so
+the gap at tiny sizes is the torch/flagos call path, not the
+synchronization (Note [GEMM overhead] in backends/opencl/kernels/gemm.cpp).
 addmm's flagos side also broadcasts the bias into the output (one extra
 kernel) where the direct side runs SGEMM with beta = 1 on C as it is.
 

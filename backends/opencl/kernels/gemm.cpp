@@ -32,6 +32,25 @@ namespace {
 // (clblast_direct alone flips between 1.2 and 2.2 ms; `taskset -c 0`
 // makes it 2.2 ms), and the old benchmark timed each side in one block,
 // so a whole 25 ms block fell into one phase.
+//
+// Where the 3-7 us at N = 16 go (PoCL, 2 vCPUs; perf with DWARF call
+// graphs of the calling thread, and its CPU time per call): the calling
+// thread spends ~3 us more per torch.mm + synchronize than the direct
+// side's ctypes calls (~20.5 vs ~17.5 us; PoCL's worker threads spend the
+// same on both sides, and both sides make the same context switches). Of
+// those, PyTorch's own path (Python binding, autograd, dispatcher, boxing,
+// wrapping and freeing the result tensor) is ~1.7-2 us, the core's bridge
+// ~1 us (output allocation ~0.4 us, shape cache, descriptors, guards,
+// returns; freeing the block ~0.15 us), this plugin ~0.3 us (three address
+// lookups, the compile and stream locks, the event bookkeeping). The
+// OpenCL choices cost nothing measurable on PoCL; in C, interleaved, a
+// 16^3 SGEMM + wait is the same (within ~0.1 us a call, noise ~1 us) with
+// or without CL_QUEUE_PROFILING_ENABLE, with or without CLBlast's event
+// out-parameter, waiting on that event or calling clFinish, and with the
+// extra clFinish of an idle queue (~40 ns; clGetEventInfo, retain+release
+// and a wait on a complete event are 15-70 ns each). CLBlast's own
+// per-call work (routine setup, database lookups, the launch that wakes
+// PoCL's workers) is ~10 us of the calling thread on both sides.
 #if defined(CLBLAST_VERSION_MAJOR) && (CLBLAST_VERSION_MAJOR > 0 || CLBLAST_VERSION_MINOR >= 9)
 constexpr bool kZeroBeforeBetaZero = false;
 #else
