@@ -26,7 +26,23 @@
 // is `void NAME(void* const* args, uint64_t begin, uint64_t end)` computing
 // work items [begin, end); the plugin splits `global[0]` across its
 // threads. The source also defines `const int NAME_num_args` (the argument
-// count above) so the plugin can check a launch.
+// count above) so the plugin can check a launch. The first field of
+// flagos_meta is `work`, and every kernel of both dialects returns at once
+// for work items >= work, before touching memory: a launch with zeroed
+// meta and NULL pointers does nothing (Note [First launch]).
+//
+// Note [Multi-pass calls]
+// Most calls are one launch. A call that one launch cannot do well (a sort
+// of rows longer than one rank sort handles: sort.cpp, Note [Long sorts])
+// asks for device scratch memory and several launches of its one kernel:
+// scratchFor() lists the scratch buffers it needs (none: one launch, as
+// usual). The caller allocates them on the call's stream and appends them,
+// in order, to the call's outputs as contiguous 1-D tensors of their dtype
+// and length; keyFor, signatureOf, emit and pack then take that extended
+// call (the kernel sees each buffer as one more output pointer), and
+// passesOf() launches of the kernel, in order on that stream, with
+// pack(..., pass) for each, make the call. No barriers are needed: a pass
+// reads only what earlier passes wrote.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +57,7 @@ namespace flagos::kernels {
 
 // Bumped whenever emitted code changes meaning: part of every cache key, so
 // on-disk kernels of an older generator are never reused.
-constexpr int kGeneratorVersion = 1;
+constexpr int kGeneratorVersion = 2;
 
 // How one semantic operator becomes a kernel (parsed expression, or a
 // reduction / row-operator recipe). Built once per operator, immutable,
@@ -125,8 +141,21 @@ struct Source {
 };
 Source emit(const Recipe& recipe, const Signature& sig, Variant variant, const Target& target);
 
-// The kernelLaunch arguments for @p call (same for both variants). `args`
-// point into this object: keep it alive until kernelLaunch returns.
+// Note [Multi-pass calls]: the device scratch buffers @p call needs (none:
+// one launch), given the call as the bridge prepared it (without scratch);
+// none too when keyFor would decline the call anyway.
+struct ScratchBuffer {
+  flagosDtype_t dtype;
+  int64_t elements;
+};
+std::vector<ScratchBuffer> scratchFor(const Recipe& recipe, const Call& call, const Target& target);
+// Launches of the kernel that make @p call (the extended call with its
+// scratch, if any): 1 for all but multi-pass calls.
+int passesOf(const Recipe& recipe, const Call& call);
+
+// The kernelLaunch arguments for @p call (same for both variants), for pass
+// @p pass of passesOf(). `args` point into this object: keep it alive until
+// kernelLaunch returns.
 struct Launch {
   std::vector<flagosKernelArg> args;
   std::vector<void*> pointers;  // device addresses behind DEVICE_PTR args
@@ -134,6 +163,6 @@ struct Launch {
   std::vector<uint8_t> scalar_bytes;
   uint64_t global = 0;  // work items (0: nothing to launch)
 };
-void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* out);
+void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* out, int pass = 0);
 
 }  // namespace flagos::kernels

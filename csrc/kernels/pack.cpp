@@ -71,7 +71,7 @@ std::vector<MetaField> metaLayout(const Recipe& recipe, int num_operands) {
     case RecipeKind::Window:
       return windowMetaLayout(num_operands);
     case RecipeKind::Sort:
-      return sortMetaLayout(num_operands);
+      return sortMetaLayout(recipe, num_operands);
   }
   return f;
 }
@@ -93,7 +93,17 @@ uint64_t dimsMaskOf(const Recipe& recipe, const flagosScalar* scalars, int32_t n
   return all;
 }
 
-void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* out) {
+std::vector<ScratchBuffer> scratchFor(const Recipe& recipe, const Call& call,
+                                      const Target& target) {
+  if (recipe.kind == RecipeKind::Sort) return sortScratch(recipe, call, target);
+  return {};
+}
+
+int passesOf(const Recipe& recipe, const Call& call) {
+  return recipe.kind == RecipeKind::Sort ? sortPasses(recipe, call) : 1;
+}
+
+void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* out, int pass) {
   const int nops = call.num_outputs + call.num_inputs;
   out->args.clear();
   out->pointers.clear();
@@ -183,7 +193,7 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
       out->global = packWindow(recipe, call, target, &meta);
       break;
     case RecipeKind::Sort:
-      out->global = packSort(recipe, call, target, &meta);
+      out->global = packSort(recipe, call, target, &meta, pass);
       break;
   }
   out->meta.resize(meta.size() * sizeof(int64_t));

@@ -182,9 +182,14 @@ bool isSortOp(const std::string& id);
 bool makeSortRecipe(const OpInfo& op, Recipe* r, std::string* why_not);
 bool sortKeyFor(const Recipe& recipe, const Call& call, Variant variant, const Target& target,
                 KernelKey* key, std::string* why_not);
-// Fills flagos_meta's words; returns the launch's global size.
+// Fills flagos_meta's words for pass @p pass; returns the launch's global
+// size.
 uint64_t packSort(const Recipe& recipe, const Call& call, const Target& target,
-                  std::vector<int64_t>* meta);
-std::vector<MetaField> sortMetaLayout(int num_operands);
+                  std::vector<int64_t>* meta, int pass);
+// Note [Multi-pass calls] for sort.cpp's operators (Note [Long sorts]).
+std::vector<ScratchBuffer> sortScratch(const Recipe& recipe, const Call& call,
+                                       const Target& target);
+int sortPasses(const Recipe& recipe, const Call& call);
+std::vector<MetaField> sortMetaLayout(const Recipe& recipe, int num_operands);
 
 }  // namespace flagos::kernels

@@ -399,6 +399,25 @@ bool hasGeneratedKernel(int op) {
 
 namespace {
 
+// Note [Multi-pass calls] (csrc/kernels/generator.h): the launches of
+// @p kernel after the first one (pass 0), in order on @p stream.
+void launchLaterPasses(const char* id, const kernels::Recipe& recipe,
+                       const kernels::CompiledKernel& kernel, const kernels::Target& target,
+                       flagosStream_t stream, const kernels::Call& call) {
+  const int passes = kernels::passesOf(recipe, call);
+  kernels::Launch launch;
+  for (int pass = 1; pass < passes; ++pass) {
+    kernels::pack(recipe, call, target, &launch, pass);
+    const flagosStatus_t status = backend().tables.compiler->kernelLaunch(
+        kernel.program, kernel.kernel_name.c_str(), launch.args.data(),
+        static_cast<int32_t>(launch.args.size()), 1, &launch.global, nullptr, stream);
+    if (status != FLAGOS_SUCCESS) {
+      const std::string what = std::string("generated kernel '") + id + "' launch";
+      check(status, what.c_str());
+    }
+  }
+}
+
 // The generated tier for one prepared call of semantic op @p id.
 bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceIndex device,
                      flagosStream_t stream, const kernels::Call& call) {
@@ -455,7 +474,39 @@ bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceI
     const std::string what = std::string("generated kernel '") + id + "' launch";
     check(status, what.c_str());
   }
+  launchLaterPasses(id, *recipe, *kernel, d.target, stream, call);
   return true;
+}
+
+// Note [Multi-pass calls] (csrc/kernels/generator.h): a call that needs
+// scratch memory gets it here, from the caching allocator on the current
+// stream (the one the passes are queued on), as one more output. Freeing it
+// on return is safe: the allocator hands the block only to later work on
+// that stream.
+bool launchWithScratch(const char* id, const kernels::Recipe* recipe, c10::DeviceIndex device,
+                       flagosStream_t stream, const kernels::Call& call) {
+  const std::vector<kernels::ScratchBuffer> need =
+      kernels::scratchFor(*recipe, call, Generators::get().device(device).target);
+  if (need.empty()) return launchGenerated(id, recipe, device, stream, call);
+  std::vector<at::Tensor> scratch;
+  std::vector<flagosTensor> outputs(call.outputs, call.outputs + call.num_outputs);
+  static const int64_t kOne = 1;
+  for (const kernels::ScratchBuffer& b : need) {
+    const int64_t bytes = b.elements * static_cast<int64_t>(FLAGOS_DTYPE_SIZE(b.dtype));
+    scratch.push_back(at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(
+                                             c10::DeviceType::PrivateUse1, device)));
+    flagosTensor t{};
+    t.data = scratch.back().data_ptr();
+    t.dtype = b.dtype;
+    t.ndim = 1;
+    t.shape = &need[scratch.size() - 1].elements;
+    t.strides = &kOne;
+    outputs.push_back(t);
+  }
+  kernels::Call with = call;
+  with.outputs = outputs.data();
+  with.num_outputs = static_cast<int32_t>(outputs.size());
+  return launchGenerated(id, recipe, device, stream, with);
 }
 
 }  // namespace
@@ -463,7 +514,7 @@ bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceI
 bool runGeneratedKernel(int op, c10::DeviceIndex device, flagosStream_t stream,
                         const kernels::Call& call) {
   const kernels::Recipe* recipe = Recipes::get().find(op);
-  return recipe && launchGenerated(kOps[op].id, recipe, device, stream, call);
+  return recipe && launchWithScratch(kOps[op].id, recipe, device, stream, call);
 }
 
 namespace {

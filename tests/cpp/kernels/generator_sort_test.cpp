@@ -178,6 +178,109 @@ TEST(SortKernels, TopkLargestAndSmallest) {
   }
 }
 
+// Runs @p recipe through Note [Multi-pass calls] as the generated tier does:
+// scratchFor()'s buffers appended to the outputs, passesOf() launches of the
+// one "c" kernel, each split in two as a plugin's threads would. Returns the
+// number of passes (0 on failure).
+int runPasses(const Recipe& recipe, std::vector<HostTensor*> outs, std::vector<HostTensor*> ins,
+              std::vector<flagosScalar> scalars) {
+  std::vector<flagosTensor> o, i;
+  for (auto* t : outs) o.push_back(t->view());
+  for (auto* t : ins) i.push_back(t->view());
+  const Target target{"c", true};
+  Call call{o.data(),          (int32_t)o.size(), i.data(),
+            (int32_t)i.size(), scalars.data(),    (int32_t)scalars.size()};
+  std::vector<HostTensor> scratch;
+  for (const ScratchBuffer& b : scratchFor(recipe, call, target))
+    scratch.push_back(HostTensor::contiguous(b.dtype, {b.elements}));
+  for (HostTensor& t : scratch) o.push_back(t.view());
+  call.outputs = o.data();
+  call.num_outputs = (int32_t)o.size();
+  KernelKey key;
+  std::string why;
+  if (!keyFor(recipe, call, Variant::Generic, target, &key, &why)) {
+    ADD_FAILURE() << "keyFor: " << why;
+    return 0;
+  }
+  int num_args = 0;
+  CKernel fn =
+      compileC(emit(recipe, *signatureOf(recipe, call), Variant::Generic, target), &num_args);
+  if (fn == nullptr) return 0;
+  const int passes = passesOf(recipe, call);
+  for (int pass = 0; pass < passes; ++pass) {
+    Launch launch;
+    pack(recipe, call, target, &launch, pass);
+    EXPECT_EQ(num_args, (int)launch.args.size());
+    std::vector<void*> argv;
+    for (const auto& a : launch.args) argv.push_back(const_cast<void*>(a.value));
+    fn(argv.data(), 0, launch.global / 2);
+    fn(argv.data(), launch.global / 2, launch.global);
+  }
+  return passes;
+}
+
+// Note [Long sorts]: rows longer than 4096 as a block rank sort and merge
+// passes over scratch; any dim and strides, ties, NaN, infinities, signed
+// zeros, lengths that are not powers of two, topk.
+TEST(SortKernels, LongRowsMergeSort) {
+  struct Case {
+    flagosDtype_t dt;
+    std::vector<int64_t> shape;
+    int dim;
+    int expect_passes;
+  };
+  const std::vector<Case> cases = {
+      {F32, {2, 5000}, 1, 8},   // 79 blocks of 64: 7 merges
+      {F64, {4097, 3}, 0, 8},   // dim 0, a partner block past the row's end
+      {I32, {3, 8192}, 1, 8},   // a power of two
+      {BF16, {2, 6001}, 1, 8},  // many ties
+      {I16, {2, 2, 4500}, 2, 8},
+      {F32, {1, 70000}, 1, 12},  // 11 merges, the last of a full and a partial block
+  };
+  for (const Case& c : cases) {
+    for (bool descending : {false, true}) {
+      const std::string at = std::string(dtypeName(c.dt)) + " " + std::to_string(c.shape[c.dim]) +
+                             " dim " + std::to_string(c.dim) +
+                             (descending ? " descending" : " ascending");
+      HostTensor x = awkward(c.dim == 0 ? HostTensor::reversedLayout(c.dt, c.shape)
+                                        : HostTensor::contiguous(c.dt, c.shape),
+                             c.dim + 3);
+      if (c.dt == F32)  // mostly distinct values: the merges move elements far
+        for (int64_t e = 0; e < x.numel(); e += 3) x.set(e, testValue(e, -1000, 1000));
+      HostTensor values = HostTensor::reversedLayout(c.dt, c.shape);
+      HostTensor indices = HostTensor::contiguous(I64, c.shape);
+      EXPECT_EQ(runPasses(*recipeOf("sort"), {&values, &indices}, {&x},
+                          {boolScalar(true), intScalar(c.dim), boolScalar(descending)}),
+                c.expect_passes)
+          << at;
+      std::vector<double> wv, wi;
+      sortRef(x, c.dim, descending, c.shape[c.dim], &wv, &wi);
+      expectSame(values, wv, "long sort values " + at);
+      expectSame(indices, wi, "long sort indices " + at);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  // topk of a long row: the first k of the full sort.
+  const std::vector<int64_t> shape = {3, 9000};
+  HostTensor x = HostTensor::contiguous(F32, shape);
+  for (int64_t e = 0; e < x.numel(); ++e)
+    x.set(e, e % 97 == 5 ? NAN : (double)((e * 7919) % 27011) - 13000);
+  for (bool largest : {true, false}) {
+    for (int64_t k : {1, 10, 9000}) {
+      HostTensor values = HostTensor::contiguous(F32, withDim(shape, 1, k));
+      HostTensor indices = HostTensor::reversedLayout(I64, withDim(shape, 1, k));
+      EXPECT_EQ(runPasses(*recipeOf("topk"), {&values, &indices}, {&x},
+                          {intScalar(k), intScalar(1), boolScalar(largest), boolScalar(true)}),
+                9);
+      std::vector<double> wv, wi;
+      sortRef(x, 1, largest, k, &wv, &wi);
+      const std::string at = "k " + std::to_string(k) + (largest ? " largest" : " smallest");
+      expectSame(values, wv, "long topk values " + at);
+      expectSame(indices, wi, "long topk indices " + at);
+    }
+  }
+}
+
 // torch CPU's argmax/argmin/max.dim/min.dim over @p dim (-1: flattened):
 // the first max/min; a NaN is both, and the first NaN wins.
 void argRef(const HostTensor& x, int dim, bool max, std::vector<double>* values,
@@ -260,14 +363,62 @@ TEST(SortKernels, Declines) {
   HostTensor x = HostTensor::contiguous(F32, {2, 5}), v = x,
              i = HostTensor::contiguous(I64, {2, 5});
   EXPECT_FALSE(declines(*sort, {&v, &i}, {&x}, sc, c, &why)) << why;
-  // Rows longer than 4096 take the host tier (quadratic work).
+  // Rows longer than 4096 need a scratch operand (Note [Long sorts]); rows
+  // of at most 4096 are one launch and take none.
   HostTensor big = HostTensor::contiguous(F32, {2, 4097}), bv = big,
              bi = HostTensor::contiguous(I64, {2, 4097});
   EXPECT_TRUE(declines(*sort, {&bv, &bi}, {&big}, sc, c, &why));
-  EXPECT_NE(why.find("4096"), std::string::npos) << why;
+  EXPECT_NE(why.find("scratch"), std::string::npos) << why;
+  {
+    std::vector<flagosTensor> o{bv.view(), bi.view()};
+    const flagosTensor bx = big.view();
+    Call bcall{o.data(), 2, &bx, 1, sc.data(), 3};
+    // 4097 in blocks of 64: 65 blocks, 7 merges, two ping-pong buffers of
+    // 2 * 4097 positions and values each.
+    const int64_t n = 2 * 2 * 4097;
+    for (const Target& t : {c, Target{"opencl-c", false}}) {
+      const std::vector<ScratchBuffer> need = scratchFor(*sort, bcall, t);
+      ASSERT_EQ(need.size(), 2u);
+      EXPECT_EQ(need[0].dtype, I64);
+      EXPECT_EQ(need[0].elements, n);
+      EXPECT_EQ(need[1].dtype, F32);
+      EXPECT_EQ(need[1].elements, n);
+    }
+    HostTensor pos = HostTensor::contiguous(I64, {n}), val = HostTensor::contiguous(F32, {n});
+    o.push_back(pos.view());
+    o.push_back(val.view());
+    bcall.outputs = o.data();
+    bcall.num_outputs = 4;
+    KernelKey key;
+    EXPECT_TRUE(keyFor(*sort, bcall, Variant::Generic, c, &key, &why)) << why;
+    EXPECT_EQ(passesOf(*sort, bcall), 8);
+    HostTensor small = HostTensor::contiguous(F32, {n - 1});
+    o[3] = small.view();
+    EXPECT_FALSE(keyFor(*sort, bcall, Variant::Generic, c, &key, &why));
+    EXPECT_NE(why.find("scratch 1"), std::string::npos) << why;
+    o[3] = pos.view();  // positions where values go
+    EXPECT_FALSE(keyFor(*sort, bcall, Variant::Generic, c, &key, &why));
+    bcall.num_outputs = 3;  // one buffer short
+    EXPECT_FALSE(keyFor(*sort, bcall, Variant::Generic, c, &key, &why));
+    // float64 without fp64: declined, so no scratch is asked for.
+    HostTensor x64 = HostTensor::contiguous(F64, {2, 4097}), v64 = x64;
+    std::vector<flagosTensor> o64{v64.view(), bi.view()};
+    const flagosTensor bx64 = x64.view();
+    const Call call64{o64.data(), 2, &bx64, 1, sc.data(), 3};
+    EXPECT_TRUE(scratchFor(*sort, call64, Target{"opencl-c", false}).empty());
+  }
   HostTensor ok = HostTensor::contiguous(F32, {2, 4096}), ov = ok,
              oi = HostTensor::contiguous(I64, {2, 4096});
   EXPECT_FALSE(declines(*sort, {&ov, &oi}, {&ok}, sc, c, &why)) << why;
+  {
+    std::vector<flagosTensor> o{ov.view(), oi.view()};
+    const flagosTensor ox = ok.view();
+    const Call ocall{o.data(), 2, &ox, 1, sc.data(), 3};
+    EXPECT_TRUE(scratchFor(*sort, ocall, c).empty());
+    EXPECT_EQ(passesOf(*sort, ocall), 1);
+    HostTensor pos = HostTensor::contiguous(I64, {16}), val = HostTensor::contiguous(F32, {16});
+    EXPECT_TRUE(declines(*sort, {&ov, &oi, &pos, &val}, {&ok}, sc, c, &why));
+  }
   // Indices not int64, values of another dtype, wrong shapes, a bad dim.
   HostTensor i32 = HostTensor::contiguous(I32, {2, 5});
   EXPECT_TRUE(declines(*sort, {&v, &i32}, {&x}, sc, c, &why));
@@ -330,6 +481,11 @@ TEST(SortKernels, NoDoubleWithoutFp64) {
   HostTensor mv = HostTensor::contiguous(F32, {3}), mi = HostTensor::contiguous(I64, {3});
   HostTensor img = HostTensor::contiguous(F32, {1, 3, 4, 5}),
              up = HostTensor::contiguous(F32, {1, 3, 7, 9});
+  // A long sort (Note [Long sorts]) with its scratch as a third output.
+  HostTensor lx = HostTensor::contiguous(F32, {2, 5000}), lv = lx,
+             li = HostTensor::contiguous(I64, {2, 5000}),
+             lp = HostTensor::contiguous(I64, {2 * 2 * 5000}),
+             ls = HostTensor::contiguous(F32, {2 * 2 * 5000});
   struct Case {
     const char* id;
     std::vector<HostTensor*> outs, ins;
@@ -338,6 +494,7 @@ TEST(SortKernels, NoDoubleWithoutFp64) {
   const Case cases[] = {
       {"sort", {&v, &i}, {&x}, {boolScalar(true), intScalar(1), boolScalar(true)}},
       {"topk", {&tv, &ti}, {&x}, {intScalar(2), intScalar(1), boolScalar(true), boolScalar(true)}},
+      {"sort", {&lv, &li, &lp, &ls}, {&lx}, {boolScalar(true), intScalar(1), boolScalar(false)}},
       {"argmin", {&mi}, {&x}, {intScalar(1), boolScalar(false)}},
       {"max_dim", {&mv, &mi}, {&x}, {intScalar(1), boolScalar(false)}},
       {"upsample_bilinear2d",
