@@ -104,7 +104,7 @@ class CDialect : public Dialect {
       }
     }
     return s + "  for (uint64_t item = begin; item < end; ++item) {\n" +
-           "  const int64_t gid = (int64_t)item;\n";
+           "  const int64_t gid = (int64_t)item;\n  if (gid >= meta.work) continue;\n";
   }
   const char* skip() const override { return "continue"; }
   std::string close(const std::string& name, const std::vector<Param>& params) const override {

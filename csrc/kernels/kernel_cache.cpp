@@ -30,7 +30,7 @@ struct Entry {
   CompiledKernel kernel;          // Ready
   std::string error;              // Failed
   bool retry = false;             // Failed: a preload found no file; waiters build it
-  std::atomic<bool> used{false};  // handed to a caller (usedKeys())
+  std::atomic<bool> used{false};  // handed to a caller (usedKernels())
 };
 
 // What one build produced. `sticky`: the compiler rejected the source, so
@@ -74,6 +74,7 @@ struct KernelCache::Impl {
   struct Task {
     KernelKey key;
     std::function<Source()> source;  // empty: a disk-only preload
+    std::function<void()> job;       // set: not a build, just run this
   };
 
   Impl(const flagosCompilerTable* c, int32_t d, CacheConfig cfg)
@@ -88,6 +89,12 @@ struct KernelCache::Impl {
   void finish(const KernelKey& key, const std::shared_ptr<Entry>& entry, Outcome out);
   void worker();
   void enqueue(const KernelKey& key, std::function<Source()> source);
+  // Started on first use: most caches never need them. pool_mu held.
+  void startWorkers() {
+    if (!workers.empty()) return;
+    const int n = config.compile_threads > 0 ? config.compile_threads : 1;
+    for (int i = 0; i < n; ++i) workers.emplace_back([this] { worker(); });
+  }
   // First hand-out of @p entry to a caller: remember the key's order.
   void markUsed(const KernelKey& key, Entry& entry) {
     if (entry.used.load(std::memory_order_relaxed) || entry.used.exchange(true)) return;
@@ -207,6 +214,7 @@ void KernelCache::Impl::finish(const KernelKey& key, const std::shared_ptr<Entry
     std::unique_lock<std::shared_mutex> lock(mu);
     if (out.ok) {
       entry->kernel = std::move(out.kernel);
+      entry->kernel.log = std::make_shared<LaunchLog>();
       entry->state = State::Ready;
       ready.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -230,6 +238,12 @@ void KernelCache::Impl::worker() {
       if (stopping) return;
       task = std::move(queue.front());
       queue.pop_front();
+    }
+    if (task.job) {
+      task.job();
+      std::lock_guard<std::mutex> lock(pool_mu);
+      if (--pending == 0) idle_cv.notify_all();
+      continue;
     }
     std::shared_ptr<Entry> entry;
     {
@@ -316,13 +330,74 @@ void KernelCache::buildAsync(const KernelKey& key, std::function<Source()> sourc
   impl_->enqueue(key, std::move(source));
 }
 
-void KernelCache::preload(const std::vector<KernelKey>& keys) {
+void KernelCache::preload(const std::vector<KernelKey>& keys, Loaded loaded) {
   for (const KernelKey& key : keys) impl_->enqueue(key, nullptr);
+  if (!loaded) return;
+  Impl* impl = impl_.get();
+  auto job = [impl, keys, loaded = std::move(loaded)] {
+    std::vector<std::pair<KernelKey, const CompiledKernel*>> ready;
+    {
+      std::shared_lock<std::shared_mutex> lock(impl->mu);
+      for (const KernelKey& key : keys) {
+        auto it = impl->entries.find(key);
+        // Ready never changes again: the pointer stays valid without the lock.
+        if (it != impl->entries.end() && it->second->state == State::Ready)
+          ready.emplace_back(key, &it->second->kernel);
+      }
+    }
+    loaded(ready);
+  };
+  std::lock_guard<std::mutex> lock(impl->pool_mu);
+  if (impl->stopping) return;
+  // FIFO: after the loads (with more than one pool thread, a load may still
+  // run; that kernel just gets no head start).
+  impl->queue.push_back({KernelKey{}, nullptr, std::move(job)});
+  ++impl->pending;
+  impl->startWorkers();
+  impl->work_cv.notify_one();
 }
 
-std::vector<KernelKey> KernelCache::usedKeys() const {
-  std::lock_guard<std::mutex> lock(impl_->order_mu);
-  return impl_->order;
+std::vector<UsedKernel> KernelCache::usedKernels() const {
+  std::vector<KernelKey> keys;
+  {
+    std::lock_guard<std::mutex> lock(impl_->order_mu);
+    keys = impl_->order;
+  }
+  std::vector<UsedKernel> out;
+  out.reserve(keys.size());
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  for (KernelKey& key : keys) {
+    auto it = impl_->entries.find(key);
+    LaunchShape shape;
+    if (it != impl_->entries.end() && it->second->state == State::Ready && it->second->kernel.log)
+      shape = it->second->kernel.log->shape();
+    out.push_back({std::move(key), std::move(shape)});
+  }
+  return out;
+}
+
+void LaunchLog::note(const Launch& launch) {
+  const uint64_t global = launch.global;
+  for (std::atomic<uint64_t>& slot : globals_) {
+    uint64_t seen = slot.load(std::memory_order_relaxed);
+    if (seen == 0 && slot.compare_exchange_strong(seen, global, std::memory_order_relaxed)) break;
+    if (seen == global) break;  // full slots: later sizes are not kept
+  }
+  if (args_ready_.load(std::memory_order_acquire)) return;
+  std::call_once(args_once_, [&] {
+    for (const flagosKernelArg& a : launch.args)
+      arg_sizes_.push_back(a.kind == FLAGOS_ARG_DEVICE_PTR ? 0 : a.size);
+    args_ready_.store(true, std::memory_order_release);
+  });
+}
+
+LaunchShape LaunchLog::shape() const {
+  LaunchShape s;
+  if (!args_ready_.load(std::memory_order_acquire)) return s;
+  s.arg_sizes = arg_sizes_;
+  for (const std::atomic<uint64_t>& slot : globals_)
+    if (const uint64_t g = slot.load(std::memory_order_relaxed)) s.globals.push_back(g);
+  return s;
 }
 
 void KernelCache::Impl::enqueue(const KernelKey& key, std::function<Source()> source) {
@@ -342,12 +417,9 @@ void KernelCache::Impl::enqueue(const KernelKey& key, std::function<Source()> so
   }
   {
     std::lock_guard<std::mutex> lock(pool_mu);
-    queue.push_back({key, std::move(source)});
+    queue.push_back({key, std::move(source), nullptr});
     ++pending;
-    if (workers.empty()) {  // started on first use: most caches never need them
-      const int n = config.compile_threads > 0 ? config.compile_threads : 1;
-      for (int i = 0; i < n; ++i) workers.emplace_back([this] { worker(); });
-    }
+    startWorkers();
   }
   work_cv.notify_one();
 }

@@ -1,11 +1,15 @@
 // Note [Kernel preload] (manifest.h): reading and writing the manifest.
-//   flagos-kernel-manifest 1
+//   flagos-kernel-manifest 2
 //   fp64 0|1
-//   <key>            one KernelKey::toString() per line, first use first
+//   <key> <globals> <args>     one kernel per line, first use first
+// <key> is KernelKey::toString(); <globals> the launch's global sizes and
+// <args> its argument sizes (0: a device pointer), comma-separated, "-"
+// for none (Note [First launch]).
 #include "kernels/manifest.h"
 
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "kernels/disk_store.h"
@@ -13,7 +17,33 @@
 namespace flagos::kernels {
 namespace {
 
-constexpr const char* kHeader = "flagos-kernel-manifest 1";
+constexpr const char* kHeader = "flagos-kernel-manifest 2";
+constexpr size_t kMaxArgs = 256;
+
+// "1,2,3" or "-" (empty); false for anything else.
+template <typename T>
+bool parseList(const std::string& text, std::vector<T>* out, size_t max, bool zero_ok) {
+  out->clear();
+  if (text == "-") return true;
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty() || item.size() > 20 ||
+        item.find_first_not_of("0123456789") != std::string::npos || out->size() >= max)
+      return false;
+    const unsigned long long v = std::strtoull(item.c_str(), nullptr, 10);
+    if (v == 0 && !zero_ok) return false;
+    if (v > static_cast<unsigned long long>(std::numeric_limits<T>::max())) return false;
+    out->push_back(static_cast<T>(v));
+  }
+  return !out->empty();
+}
+
+template <typename T>
+void writeList(std::ostream& out, const std::vector<T>& values) {
+  if (values.empty()) out << "-";
+  for (size_t i = 0; i < values.size(); ++i) out << (i ? "," : "") << values[i];
+}
 
 }  // namespace
 
@@ -41,10 +71,15 @@ bool readManifest(const std::string& path, Manifest* manifest) {
   if (!std::getline(in, line) || (line != "fp64 0" && line != "fp64 1")) return false;
   Manifest m;
   m.fp64 = line == "fp64 1";
-  while (std::getline(in, line) && m.keys.size() < kManifestKeys) {
-    KernelKey key;
-    if (!parseKey(line, &key)) return false;
-    m.keys.push_back(std::move(key));
+  while (std::getline(in, line) && m.kernels.size() < kManifestKeys) {
+    std::istringstream fields(line);
+    std::string key, globals, args, extra;
+    UsedKernel k;
+    if (!(fields >> key >> globals >> args) || (fields >> extra) || !parseKey(key, &k.key) ||
+        !parseList(globals, &k.shape.globals, LaunchLog::kGlobals, /*zero_ok=*/false) ||
+        !parseList(args, &k.shape.arg_sizes, kMaxArgs, /*zero_ok=*/true))
+      return false;
+    m.kernels.push_back(std::move(k));
   }
   *manifest = std::move(m);
   return true;
@@ -53,8 +88,14 @@ bool readManifest(const std::string& path, Manifest* manifest) {
 bool writeManifest(const std::string& path, const Manifest& manifest) {
   std::ostringstream text;
   text << kHeader << "\nfp64 " << (manifest.fp64 ? 1 : 0) << "\n";
-  for (size_t i = 0; i < manifest.keys.size() && i < kManifestKeys; ++i)
-    text << manifest.keys[i].toString() << "\n";
+  for (size_t i = 0; i < manifest.kernels.size() && i < kManifestKeys; ++i) {
+    const UsedKernel& k = manifest.kernels[i];
+    text << k.key.toString() << " ";
+    writeList(text, k.shape.globals);
+    text << " ";
+    writeList(text, k.shape.arg_sizes);
+    text << "\n";
+  }
   return writeFileAtomically(path, text.str());
 }
 

@@ -13,13 +13,15 @@
 // waits only for the load already in flight. Several processes share a
 // manifest: the last one to exit wins, which is what re-running a script
 // wants. A missing or garbled manifest is ignored (probe, no preload).
-// FLAGOS_PRELOAD=off turns both halves off.
+// FLAGOS_PRELOAD=off turns both halves off. Each key comes with its launch
+// shapes, repeated with no work after the load (Note [First launch] in
+// kernel_cache.h).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "kernels/generator.h"
+#include "kernels/kernel_cache.h"
 
 namespace flagos::kernels {
 
@@ -27,7 +29,7 @@ constexpr size_t kManifestKeys = 512;
 
 struct Manifest {
   bool fp64 = false;
-  std::vector<KernelKey> keys;  // in order of first use
+  std::vector<UsedKernel> kernels;  // in order of first use
 };
 
 // KernelKey::toString()'s inverse; false for anything else.

@@ -256,7 +256,9 @@ def kernel_cache_stats() -> dict[str, Any]:
     specializations), ``build_failures``, ``async_pending``,
     ``build_seconds``, ``entries``, ``preloaded`` (kernels an earlier
     process's manifest had loaded in the background: Note [Kernel preload]),
-    and ``devices`` (the same per device).
+    ``first_launches`` (those kernels' launches repeated with no work right
+    after loading, so the driver's first-launch work is done before the
+    first call: Note [First launch]), and ``devices`` (the same per device).
     """
     _require_initialized()
     op = getattr(torch.ops.flagos, "_kernel_cache_stats", None)

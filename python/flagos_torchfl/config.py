@@ -204,11 +204,12 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "core",
         "What a process leaves for the next one under the cache dir: at exit each device's "
         "kernel cache writes a manifest (its fp64 answer, the generated kernels used, in order of "
-        "first use) and the bridge writes the operator signatures whose output shapes it "
-        "inferred; at `initialize()` the next process skips the fp64 probe, loads those kernels "
-        "from disk on the background pool (never compiling) and skips the meta-tensor shape "
-        "inference for those signatures (Note [Kernel preload], Note [Shape inference across "
-        "processes]). `on` (also 1) or `off` (0).",
+        "first use, with their launch shapes) and the bridge writes the operator signatures whose "
+        "output shapes it inferred; at `initialize()` the next process skips the fp64 probe, "
+        "loads those kernels from disk on the background pool (never compiling), then launches "
+        "each with no work so the driver's first-launch work is done early, and skips the "
+        "meta-tensor shape inference for those signatures (Note [Kernel preload], Note [First "
+        "launch], Note [Shape inference across processes]). `on` (also 1) or `off` (0).",
     ),
     EnvVar(
         "FLAGOS_COMPILE_THREADS",

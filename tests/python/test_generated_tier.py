@@ -195,17 +195,25 @@ def test_the_next_process_preloads_what_this_one_used(backend, tmp_path):
     manifests = list((tmp_path / "kernels").glob("manifest-*.txt"))
     assert len(manifests) == 1, manifests
     lines = manifests[0].read_text().splitlines()
-    assert lines[0] == "flagos-kernel-manifest 1" and len(lines) - 2 == first["sync_builds"], lines
+    assert lines[0] == "flagos-kernel-manifest 2" and len(lines) - 2 == first["sync_builds"], lines
     second = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off")
     assert second["preloaded"] == first["sync_builds"], second
     assert second["sync_builds"] == 0 and second["build_failures"] == 0, second
+    # Note [First launch]: each line also lists the kernel's global sizes and
+    # argument sizes; the next process repeats those launches with no work
+    # (NULL pointers, meta.work == 0) after each load, and computes right.
+    shapes = [line.split() for line in lines[2:]]
+    assert all(len(f) == 3 and f[1] != "-" and f[2] != "-" for f in shapes), lines
+    assert first["first_launches"] == 0, first
+    assert second["first_launches"] == sum(len(f[1].split(",")) for f in shapes), (second, lines)
     off = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off", FLAGOS_PRELOAD="off")
     assert off["preloaded"] == 0 and off["sync_builds"] == 0, off
+    assert off["first_launches"] == 0, off
     # A garbled manifest is ignored (probe, build or load on demand) and rewritten.
-    manifests[0].write_text("flagos-kernel-manifest 1\nfp64 1\nnot-a-key\n")
+    manifests[0].write_text("flagos-kernel-manifest 2\nfp64 1\nnot-a-key - -\n")
     garbled = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off")
     assert garbled["preloaded"] == 0 and garbled["build_failures"] == 0, garbled
-    assert manifests[0].read_text().splitlines()[0] == "flagos-kernel-manifest 1"
+    assert manifests[0].read_text().splitlines()[0] == "flagos-kernel-manifest 2"
     assert len(manifests[0].read_text().splitlines()) == len(lines)
 
 

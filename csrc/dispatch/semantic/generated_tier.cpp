@@ -173,8 +173,81 @@ class Recipes {
 
 // ------------------------------------------------- per-device generators ---
 
+std::atomic<uint64_t> g_first_launches{0};  // Note [First launch]: launches with no work
+
+// Note [First launch] (kernel_cache.h): a device's preloaded kernels, their
+// launch shapes from the manifest repeated with no work (NULL pointers,
+// zeroed bytes: meta.work == 0) on a stream of their own, on the cache's
+// pool thread once the loads are done (a first launch may compile: it must
+// not hold up the loads). Not waited for; the plugin also learns these work
+// sizes, so the caller's repeats of them take no compile lock (opencl: Note
+// [Launches without the compile lock]). Failures only lose the head start.
+class FirstLaunches {
+ public:
+  FirstLaunches(int32_t physical, const std::vector<kernels::UsedKernel>& kernels)
+      : physical_(physical) {
+    for (const kernels::UsedKernel& k : kernels)
+      if (!k.shape.globals.empty() && !k.shape.arg_sizes.empty()) shapes_.emplace(k.key, k.shape);
+  }
+  void run(const std::vector<std::pair<kernels::KernelKey, const kernels::CompiledKernel*>>&
+               loaded) noexcept {
+    for (const auto& [key, kernel] : loaded) launch(key, *kernel);
+  }
+  // After the cache's pool stopped (no run() any more).
+  void close() noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stream_) {
+      backend().tables.stream->streamSynchronize(stream_);
+      backend().tables.stream->streamDestroy(stream_);
+    }
+    stream_ = nullptr;
+    closed_ = true;
+  }
+
+ private:
+  void launch(const kernels::KernelKey& key, const kernels::CompiledKernel& kernel) noexcept {
+    auto it = shapes_.find(key);
+    if (it == shapes_.end()) return;
+    const Backend& b = backend();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stream_ && (closed_ || b.tables.stream->streamCreate(physical_, 0, &stream_) != 0)) {
+      closed_ = true;
+      return;
+    }
+    try {
+      const kernels::LaunchShape& shape = it->second;
+      void* null = nullptr;
+      std::vector<std::vector<uint8_t>> zeros;  // one buffer per BYTES argument
+      std::vector<flagosKernelArg> args;
+      for (uint32_t size : shape.arg_sizes) {
+        if (size == 0) {
+          args.push_back({FLAGOS_ARG_DEVICE_PTR, sizeof(void*), &null});
+        } else {
+          zeros.emplace_back(size, 0);
+          args.push_back({FLAGOS_ARG_BYTES, size, zeros.back().data()});
+        }
+      }
+      // Not waited for: the driver does the work on its own threads.
+      for (uint64_t global : shape.globals) {
+        if (b.tables.compiler->kernelLaunch(kernel.program, kernel.kernel_name.c_str(), args.data(),
+                                            static_cast<int32_t>(args.size()), 1, &global, nullptr,
+                                            stream_) == FLAGOS_SUCCESS)
+          g_first_launches.fetch_add(1, std::memory_order_relaxed);
+      }
+    } catch (...) {  // bad_alloc: nothing lost but the head start
+    }
+  }
+
+  const int32_t physical_;
+  std::unordered_map<kernels::KernelKey, kernels::LaunchShape, kernels::KernelKeyHash> shapes_;
+  std::mutex mu_;
+  flagosStream_t stream_ = nullptr;
+  bool closed_ = false;
+};
+
 struct DeviceGenerator {
   std::unique_ptr<kernels::KernelCache> cache;
+  std::unique_ptr<FirstLaunches> first_launches;  // with a manifest only
   kernels::Target target;
   std::string manifest_path;  // Note [Kernel preload]; "" without a cache dir
   // Calls seen per specialized key (FLAGOS_SPECIALIZE=after:N); bounded.
@@ -246,6 +319,7 @@ class Generators {
   void stopAll() {
     for (DeviceGenerator* d : all()) {
       d->cache->stopBackground();
+      if (d->first_launches) d->first_launches->close();
       writeManifest(*d);
     }
   }
@@ -255,8 +329,8 @@ class Generators {
     if (d.manifest_path.empty() || !preloadEnabledNoThrow()) return;
     kernels::Manifest m;
     m.fp64 = d.target.fp64;
-    m.keys = d.cache->usedKeys();
-    if (!m.keys.empty()) kernels::writeManifest(d.manifest_path, m);
+    m.kernels = d.cache->usedKernels();
+    if (!m.kernels.empty()) kernels::writeManifest(d.manifest_path, m);
   }
   static bool preloadEnabledNoThrow() {
     try {
@@ -303,7 +377,13 @@ class Generators {
     config.device_arch = device + (d->target.fp64 ? "|fp64" : "");
     config.last_error = [] { return detail::lastError(backend().tables); };
     d->cache = std::make_unique<kernels::KernelCache>(compiler, physical, std::move(config));
-    if (preload) d->cache->preload(manifest.keys);
+    if (preload) {
+      std::vector<kernels::KernelKey> keys;
+      for (const kernels::UsedKernel& k : manifest.kernels) keys.push_back(k.key);
+      d->first_launches = std::make_unique<FirstLaunches>(physical, manifest.kernels);
+      FirstLaunches* first = d->first_launches.get();  // lives as long as the cache's pool
+      d->cache->preload(keys, [first](const auto& loaded) { first->run(loaded); });
+    }
     return d;
   }
   std::mutex mu_;
@@ -464,6 +544,7 @@ bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceI
 
   kernels::Launch launch;
   kernels::pack(*recipe, call, d.target, &launch);
+  if (kernel->log) kernel->log->note(launch);  // Note [First launch]
   g_launches.fetch_add(1, std::memory_order_relaxed);
   if (specialized) g_specialized_launches.fetch_add(1, std::memory_order_relaxed);
   if (launch.global == 0) return true;
@@ -581,7 +662,7 @@ std::string kernelCacheStatsJson() {
   out << ", \"launches\": " << g_launches.load()
       << ", \"specialized_launches\": " << g_specialized_launches.load()
       << ", \"declined\": " << g_declined.load() << ", \"failed_calls\": " << g_failed.load()
-      << ", \"devices\": [";
+      << ", \"first_launches\": " << g_first_launches.load() << ", \"devices\": [";
   bool first = true;
   for (DeviceGenerator* d : Generators::get().all()) {
     const kernels::CacheStats s = d->cache->stats();

@@ -493,7 +493,7 @@ TEST_F(CacheTest, BuildAsyncLoadsFromDisk) {
 
 // --- preload (Note [Kernel preload]) ----------------------------------------
 
-// usedKeys() lists what callers got, in order of first use, once each;
+// usedKernels() lists what callers got, in order of first use, once each;
 // preload() in a new cache loads exactly those from disk, never compiling,
 // drops a key whose file is gone, and a caller of a dropped key builds it.
 TEST_F(CacheTest, PreloadLoadsUsedKeysInOrderAndNeverCompiles) {
@@ -506,7 +506,7 @@ TEST_F(CacheTest, PreloadLoadsUsedKeysInOrderAndNeverCompiles) {
     EXPECT_NE(nullptr, cache.find(keyOf(3)));  // again: not listed twice
     cache.buildAsync(keyOf(9), sourceFn(9));   // built but never handed out
     cache.waitIdle();
-    used = cache.usedKeys();
+    for (const UsedKernel& k : cache.usedKernels()) used.push_back(k.key);
   }
   ASSERT_EQ(3u, used.size());
   EXPECT_EQ(keyOf(3), used[0]);
@@ -516,8 +516,18 @@ TEST_F(CacheTest, PreloadLoadsUsedKeysInOrderAndNeverCompiles) {
   fs::remove(fileOf(dir_, 2));  // evicted meanwhile
   g_builds = 0;
   KernelCache cache(&kFake, 0, config());
-  cache.preload(used);
+  std::vector<KernelKey> loaded;  // once, after the loads: the ready ones, in order
+  int calls = 0;
+  cache.preload(used, [&](const std::vector<std::pair<KernelKey, const CompiledKernel*>>& ready) {
+    ++calls;
+    for (const auto& [key, k] : ready) {
+      EXPECT_NE(nullptr, k->program);
+      loaded.push_back(key);
+    }
+  });
   cache.waitIdle();
+  EXPECT_EQ(1, calls);
+  EXPECT_EQ((std::vector<KernelKey>{keyOf(3), keyOf(1)}), loaded);
   EXPECT_EQ(0, g_builds.load());
   EXPECT_NE(nullptr, cache.find(keyOf(3)));
   EXPECT_NE(nullptr, cache.find(keyOf(1)));
@@ -545,18 +555,26 @@ TEST(Manifest, RoundTripAndRejectsGarbage) {
   const std::string path = std::string(tmpl) + "/manifest.txt";
   Manifest m;
   m.fp64 = true;
-  m.keys = {keyOf(1), KernelKey{{1, 0x7fffffffffffffff, 0, 42}}, keyOf(-5)};
+  m.kernels = {{keyOf(1), {{0, 0, 336, 8}, {4096, 32}}},
+               {KernelKey{{1, 0x7fffffffffffffff, 0, 42}}, {}},  // used, never launched
+               {keyOf(-5), {{0, 16}, {1}}}};
   ASSERT_TRUE(writeManifest(path, m));
   Manifest back;
   ASSERT_TRUE(readManifest(path, &back));
   EXPECT_TRUE(back.fp64);
-  ASSERT_EQ(m.keys.size(), back.keys.size());
-  for (size_t i = 0; i < m.keys.size(); ++i) EXPECT_EQ(m.keys[i], back.keys[i]);
+  ASSERT_EQ(m.kernels.size(), back.kernels.size());
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    EXPECT_EQ(m.kernels[i].key, back.kernels[i].key);
+    EXPECT_EQ(m.kernels[i].shape.arg_sizes, back.kernels[i].shape.arg_sizes);
+    EXPECT_EQ(m.kernels[i].shape.globals, back.kernels[i].shape.globals);
+  }
 
-  for (const std::string bad : {std::string(""), std::string("flagos-kernel-manifest 2\nfp64 1\n"),
-                                std::string("flagos-kernel-manifest 1\nfp64 yes\n"),
-                                std::string("flagos-kernel-manifest 1\nfp64 0\n1.2.zz\n"),
-                                std::string("flagos-kernel-manifest 1\nfp64 0\n1..2\n")}) {
+  const std::string head = "flagos-kernel-manifest 2\nfp64 0\n";
+  for (const std::string& bad :
+       {std::string(""), std::string("flagos-kernel-manifest 1\nfp64 1\n1.2 - -\n"),
+        std::string("flagos-kernel-manifest 2\nfp64 yes\n"), head + "1.2.zz - -\n",
+        head + "1..2 - -\n", head + "1.2\n", head + "1.2 - - extra\n", head + "1.2 0 8\n",
+        head + "1.2 1,x 8\n", head + "1.2 1,2,3,4,5 8\n", head + "1.2 1 99999999999\n"}) {
     writeFile(path, bad);
     Manifest junk;
     EXPECT_FALSE(readManifest(path, &junk)) << bad;
