@@ -9,10 +9,12 @@
 // is FLAGOS_ERROR_COMPILE rather than a driver crash.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cinttypes>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kit/program_binary.h"
@@ -59,7 +61,7 @@ flagosStatus_t buildFor(const char* call, Device* device, cl_program program, co
 flagosStatus_t programBuild(int32_t index, const char* source, const char* options,
                             flagosProgram_t* program) noexcept {
   return guard("programBuild", [&] {
-    const CompileLock compiling;
+    const CompileLock compiling(CompileLock::kYield);
     if (program == nullptr) {
       return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programBuild: program is NULL");
     }
@@ -135,7 +137,7 @@ flagosStatus_t programGetBinary(flagosProgram_t program, void* buffer, uint64_t*
 flagosStatus_t programLoadBinary(int32_t index, const void* binary, uint64_t size,
                                  flagosProgram_t* program) noexcept {
   return guard("programLoadBinary", [&] {
-    const CompileLock compiling;
+    const CompileLock compiling(CompileLock::kYield);
     if (program == nullptr) {
       return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programLoadBinary: program is NULL");
     }
@@ -218,13 +220,17 @@ void setSerializeCompiles(bool on) {
   g_serialize_compiles.store(on);
 }
 
-CompileLock::CompileLock(bool background)
+CompileLock::CompileLock(Priority priority)
     : held_(g_serialize_compiles.load(std::memory_order_relaxed)) {
   if (!held_) return;
-  if (background) {
+  if (priority == kBackground) {  // the warm-up waited for the callers itself
     compileMutex().lock();
     return;
   }
+  // Note [Launches without the compile lock]: builds and loads go after
+  // the launches and builds already waiting.
+  while (priority == kYield && g_compile_waiters.load() > 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
   g_compile_waiters.fetch_add(1);
   compileMutex().lock();
   g_compile_waiters.fetch_sub(1);

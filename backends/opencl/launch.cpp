@@ -30,7 +30,10 @@
 // multiple of local in each dimension: global is rounded up, so generated
 // kernels must compare their index with the real size, passed as an
 // argument. A zero global size launches nothing.
+#include <algorithm>
+#include <array>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "opencl.h"
@@ -121,7 +124,6 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
                             int32_t num_args, int32_t work_dim, const uint64_t* global,
                             const uint64_t* local, flagosStream_t stream) noexcept {
   return guard("kernelLaunch", [&] {
-    const CompileLock compiling;  // the first enqueue of a kernel may compile
     if (!validProgram("kernelLaunch", program) || !validStream("kernelLaunch", stream)) {
       return FLAGOS_ERROR_INVALID_ARGUMENT;
     }
@@ -153,6 +155,24 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
       empty = empty || global[d] == 0;
     }
 
+    // Note [Launches without the compile lock]: only a new work size (or a
+    // new kernel object) may compile.
+    std::array<size_t, 6> shape{};
+    for (int32_t d = 0; d < work_dim; ++d) {
+      shape[d] = global_size[d];
+      shape[3 + d] = local != nullptr ? local_size[d] : 0;
+    }
+    bool known = false;
+    {
+      std::lock_guard<std::mutex> lock(program->mu);
+      auto it = program->kernels.find(name);
+      known = it != program->kernels.end() &&
+              std::find(it->second.launched.begin(), it->second.launched.end(), shape) !=
+                  it->second.launched.end();
+    }
+    std::optional<CompileLock> compiling;
+    if (!known) compiling.emplace();  // (before program->mu: the lock order)
+
     std::lock_guard<std::mutex> lock(program->mu);
     flagosProgram_st::Kernel* kernel = nullptr;
     const flagosStatus_t found = findKernel(program, name, &kernel);
@@ -175,7 +195,11 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
                                     global_size, local != nullptr ? local_size : nullptr, 0,
                                     nullptr, event);
     });
-    if (error == CL_SUCCESS) return FLAGOS_SUCCESS;
+    if (error == CL_SUCCESS) {
+      if (!known && kernel->launched.size() < flagosProgram_st::Kernel::kLaunchShapes)
+        kernel->launched.push_back(shape);
+      return FLAGOS_SUCCESS;
+    }
     const bool bad_shape = error == CL_INVALID_WORK_GROUP_SIZE ||
                            error == CL_INVALID_WORK_ITEM_SIZE ||
                            error == CL_INVALID_GLOBAL_WORK_SIZE || error == CL_INVALID_KERNEL_ARGS;

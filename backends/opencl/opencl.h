@@ -13,7 +13,7 @@
 //   event.cpp          events: marker commands
 //   compiler.cpp       compiler table: OpenCL C programs and their binaries
 //   launch.cpp         compiler table: kernel launches
-//   kernels/           kernel table: CLBlast GEMM/GEMV (kernels/blas.h)
+//   kernels/           kernel table: CLBlast GEMM/GEMV, nll losses (kernels/blas.h)
 #pragma once
 
 #ifndef CL_TARGET_OPENCL_VERSION
@@ -21,6 +21,7 @@
 #endif
 #include <CL/cl.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -125,11 +126,25 @@ bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std
 // holder: one step at a time, and only while no foreground caller is
 // waiting for it (compileWaiters()), so the caller's own compiles and
 // launches go first.
+//
+// Note [Launches without the compile lock]
+// Program builds and loads yield the same way (kYield): the core's kernel
+// pool loads a whole manifest of binaries in the background at initialize
+// (~2.5 ms each on PoCL), and holding the lock back to back it starved the
+// caller's launches (first calls 30-85 ms late with 182 kernels queued).
+// And a launch needs the lock only for a work size its kernel has not been
+// launched with: PoCL compiles a work-group function once per kernel and
+// work-group size, so a launch repeating an earlier (global, local) enters
+// no LLVM and takes no lock. The core repeats the manifest's launches right
+// after loading (Note [First launch]), so the first iteration's launches
+// are mostly lock-free.
 void setSerializeCompiles(bool on);
 class CompileLock {
  public:
-  CompileLock() : CompileLock(false) {}
-  explicit CompileLock(bool background);
+  enum Priority { kCaller, kYield, kBackground };
+  CompileLock() : CompileLock(kCaller) {}
+  explicit CompileLock(bool background) : CompileLock(background ? kBackground : kCaller) {}
+  explicit CompileLock(Priority priority);
   ~CompileLock();
   CompileLock(const CompileLock&) = delete;
   CompileLock& operator=(const CompileLock&) = delete;
@@ -154,7 +169,8 @@ void stopWarmup();
 using WarmupStep = std::function<bool(const char* what, const std::function<void()>& body)>;
 #ifdef FLAGOS_OPENCL_HAVE_CLBLAST
 namespace kernels {
-// The native kernels' part (kernels/warmup.cpp): helper program, CLBlast.
+// The native kernels' part (kernels/warmup.cpp): helper program, CLBlast,
+// the nll loss program.
 void warmUpKernels(Device* device, cl_command_queue queue, const WarmupStep& step);
 }  // namespace kernels
 #endif
@@ -239,7 +255,8 @@ const flagosDeviceTable* deviceTable();
 const flagosMemoryTable* memoryTable();
 const flagosStreamTable* streamTable();
 const flagosCompilerTable* compilerTable();
-// CLBlast GEMM/GEMV kernels (kernels/); only with FLAGOS_OPENCL_HAVE_CLBLAST.
+// CLBlast GEMM/GEMV and nll loss kernels (kernels/); only with
+// FLAGOS_OPENCL_HAVE_CLBLAST.
 const flagosKernelTable* kernelTable();
 
 // Event members of the stream table, defined in event.cpp.
@@ -321,6 +338,10 @@ struct flagosProgram_st {
   struct Kernel {
     cl_kernel kernel = nullptr;
     cl_uint num_args = 0;
+    // Work sizes launched so far (global, then local or 0s for NULL), at
+    // most kLaunchShapes: Note [Launches without the compile lock].
+    static constexpr size_t kLaunchShapes = 16;
+    std::vector<std::array<size_t, 6>> launched;
   };
 
   flagosProgram_st(flagos_opencl::Device* device, cl_program program)
