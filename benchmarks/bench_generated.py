@@ -124,14 +124,14 @@ CPU_FRESH = (
 )
 
 
-def cpu_fresh(repeat: int) -> dict:
+def cpu_fresh(repeat: int, warm_torch: bool = False) -> dict:
     script = (
         "import json, time, statistics, torch\n"
         "T_INIT = time.perf_counter()\n"
         "def sync():\n    pass\n"
         + COMMON.split("def p50", 1)[1].join(["def p50", ""])
         + CPU_FRESH.replace("REPEAT", str(repeat))
-        .replace("WARM_TORCH", "False")
+        .replace("WARM_TORCH", repr(warm_torch))
         .replace("s = ft.kernel_cache_stats()", "s = {'sync_builds': 0, 'disk_hits': 0}")
     )
     proc = subprocess.run(
@@ -216,6 +216,17 @@ def main() -> None:
         f"{us(cpu['second'])}, steady {us(cpu['steady'])}: first/steady "
         f"{cpu['first'] / cpu['steady']:.1f}x"
     )
+    if "fresh" in sections:
+        # PyTorch's own floor for the "torch warmed" rows: the same protocol on
+        # CPU (one iteration of a first model, then a new model's first one).
+        warm = [cpu_fresh(args.repeat, warm_torch=True) for _ in range(args.fresh_runs)]
+        ratio = statistics.median(r["first"] / r["steady"] for r in warm)
+        print(
+            f"native CPU, torch warmed on CPU first, new model: first iteration "
+            f"{us(statistics.median(r['first'] for r in warm))}, steady "
+            f"{us(statistics.median(r['steady'] for r in warm))}: first/steady {ratio:.2f}x "
+            f"(median of {args.fresh_runs} processes)"
+        )
     for backend in args.backends.split(","):
         print(f"\n## {backend}\n")
         with tempfile.TemporaryDirectory() as cache:
