@@ -30,19 +30,6 @@ uint64_t deviceHash(const Device& device) {
   return fnv1a(key.data(), key.size());
 }
 
-std::string buildLog(cl_program program, cl_device_id device) {
-  size_t size = 0;
-  if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) !=
-          CL_SUCCESS ||
-      size == 0) {
-    return "(no build log)";
-  }
-  std::string log(size, '\0');
-  clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, &log[0], nullptr);
-  log.resize(std::min(log.find('\0'), log.size()));
-  return log.empty() ? "(empty build log)" : log;
-}
-
 // Builds @p program (from source or binary) for @p device; on failure
 // releases it and returns FLAGOS_ERROR_COMPILE with the build log.
 flagosStatus_t buildFor(const char* call, Device* device, cl_program program, const char* options,
@@ -178,6 +165,19 @@ flagosStatus_t programDestroy(flagosProgram_t program) noexcept {
 }
 
 }  // namespace
+
+std::string buildLog(cl_program program, cl_device_id device) {
+  size_t size = 0;
+  if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) !=
+          CL_SUCCESS ||
+      size == 0) {
+    return "(no build log)";
+  }
+  std::string log(size, '\0');
+  clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, &log[0], nullptr);
+  log.resize(std::min(log.find('\0'), log.size()));
+  return log.empty() ? "(empty build log)" : log;
+}
 
 bool validProgram(const char* call, flagosProgram_t program) noexcept {
   if (program == nullptr) {

@@ -175,6 +175,9 @@ void warmUpKernels(Device* device, cl_command_queue queue, const WarmupStep& ste
 }  // namespace kernels
 #endif
 
+// The build log of @p program on @p device ("(no build log)" when none).
+std::string buildLog(cl_program program, cl_device_id device);
+
 // The full identity of a device's compiler target: "opencl:<vendor>:<name>:
 // <driver version>". getProperties reports it as arch (shortened with a
 // hash when long); programGetBinary stamps binaries with its hash.

@@ -75,6 +75,12 @@ flagosStatus_t blasFailure(const char* op, int code);
 
 // ------------------------------------------------------------- helpers ---
 
+// A small program of the plugin's own, built from @p source for @p device
+// with @p options plus -DFLAGOS_FP64 when the device has fp64 (*fp64 says
+// which). nullptr with *error set when it fails (helpers.cpp).
+cl_program buildSmallProgram(Device* device, const char* source, const std::string& options,
+                             bool* fp64, std::string* error);
+
 // Per-device helper kernels (helpers.cpp), built on first use.
 struct Helpers;
 // nullptr after recording the error.

@@ -45,31 +45,34 @@ struct Helpers {
   }
 };
 
+cl_program buildSmallProgram(Device* device, const char* source, const std::string& options,
+                             bool* fp64, std::string* error) {
+  cl_device_fp_config config = 0;
+  clGetDeviceInfo(device->info.id, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof(config), &config, nullptr);
+  *fp64 = config != 0;
+  cl_int status = CL_SUCCESS;
+  cl_program program = clCreateProgramWithSource(device->context, 1, &source, nullptr, &status);
+  if (program == nullptr) {
+    *error = "clCreateProgramWithSource: " + clErrorName(status);
+    return nullptr;
+  }
+  const std::string all = options + (*fp64 ? " -DFLAGOS_FP64" : "");
+  status = clBuildProgram(program, 1, &device->info.id, all.c_str(), nullptr, nullptr);
+  if (status != CL_SUCCESS) {
+    *error = "clBuildProgram: " + clErrorName(status) + ": " + buildLog(program, device->info.id);
+    clReleaseProgram(program);
+    return nullptr;
+  }
+  return program;
+}
+
 namespace {
 
 std::unique_ptr<Helpers> build(Device* device) {
   auto h = std::make_unique<Helpers>();
-  cl_device_fp_config fp64 = 0;
-  clGetDeviceInfo(device->info.id, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof(fp64), &fp64, nullptr);
-  h->fp64 = fp64 != 0;
+  h->program = buildSmallProgram(device, kSource, "", &h->fp64, &h->error);
+  if (h->program == nullptr) return h;
   cl_int error = CL_SUCCESS;
-  const char* source = kSource;
-  h->program = clCreateProgramWithSource(device->context, 1, &source, nullptr, &error);
-  if (h->program == nullptr) {
-    h->error = "clCreateProgramWithSource: " + clErrorName(error);
-    return h;
-  }
-  error = clBuildProgram(h->program, 1, &device->info.id, h->fp64 ? "-DFLAGOS_FP64" : "", nullptr,
-                         nullptr);
-  if (error != CL_SUCCESS) {
-    size_t size = 0;
-    clGetProgramBuildInfo(h->program, device->info.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
-    std::string log(size, '\0');
-    clGetProgramBuildInfo(h->program, device->info.id, CL_PROGRAM_BUILD_LOG, size, &log[0],
-                          nullptr);
-    h->error = "clBuildProgram: " + clErrorName(error) + ": " + log;
-    return h;
-  }
   const char* types[2] = {"float", "double"};
   for (int t = 0; t < (h->fp64 ? 2 : 1); ++t) {
     h->zero[t] = clCreateKernel(h->program, (std::string("zero_") + types[t]).c_str(), &error);

@@ -153,33 +153,11 @@ struct LossProgram {
   bool ok() const { return forward[0] != nullptr && backward[0] != nullptr && bad != nullptr; }
 };
 
-std::string buildLog(cl_program program, cl_device_id device) {
-  size_t size = 0;
-  clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
-  std::string log(size, '\0');
-  clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, &log[0], nullptr);
-  return log;
-}
-
 void build(Device* device, LossProgram* p) {
-  cl_device_fp_config fp64 = 0;
-  clGetDeviceInfo(device->info.id, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof(fp64), &fp64, nullptr);
-  p->fp64 = fp64 != 0;
+  p->program =
+      buildSmallProgram(device, kSource, "-DGROUP=" + std::to_string(kGroup), &p->fp64, &p->error);
+  if (p->program == nullptr) return;
   cl_int error = CL_SUCCESS;
-  const char* source = kSource;
-  p->program = clCreateProgramWithSource(device->context, 1, &source, nullptr, &error);
-  if (p->program == nullptr) {
-    p->error = "clCreateProgramWithSource: " + clErrorName(error);
-    return;
-  }
-  const std::string options =
-      "-DGROUP=" + std::to_string(kGroup) + (p->fp64 ? " -DFLAGOS_FP64" : "");
-  error = clBuildProgram(p->program, 1, &device->info.id, options.c_str(), nullptr, nullptr);
-  if (error != CL_SUCCESS) {
-    p->error =
-        "clBuildProgram: " + clErrorName(error) + ": " + buildLog(p->program, device->info.id);
-    return;
-  }
   const char* types[2] = {"float", "double"};
   for (int t = 0; t < (p->fp64 ? 2 : 1); ++t) {
     for (auto [kernel, name] :
