@@ -25,6 +25,8 @@ COMPOSITE_OPS = (
     "convolution_direct",
     "convolution_backward_direct",
     "batch_norm",
+    "batch_norm_legit",
+    "batch_norm_legit_no_stats",
     "batch_norm_backward",
     "layer_norm",
     "layer_norm_backward",
@@ -136,6 +138,24 @@ except AssertionError as e:
     bad["batch_norm_running_stats"] = str(e)[:400]
 check("batch_norm_eval", bn(False), rg(4, 3, 5, 5), rg(3), rg(3))
 check("batch_norm_no_affine_2d", lambda x: F.batch_norm(x, None, None, training=True), rg(6, 4))
+# _native_batch_norm_legit (what export and compile decompose to): all three
+# results, and the running statistics it updates in place.
+legit_stats = {"cpu": (rm.clone(), rv.clone()), "flagos": (rm.to(dev), rv.to(dev))}
+legit = torch.ops.aten._native_batch_norm_legit
+for training in (True, False):
+    for i in range(3):
+        check(f"batch_norm_legit_{training}_{i}",
+              lambda x, w, b: legit(x, w, b, *legit_stats[x.device.type], training, 0.1, 1e-5)[i],
+              rg(4, 3, 5, 5), rg(3), rg(3))
+try:
+    for j in range(2):
+        torch.testing.assert_close(legit_stats["flagos"][j].cpu(), legit_stats["cpu"][j])
+except AssertionError as e:
+    bad["batch_norm_legit_running_stats"] = str(e)[:400]
+for i in range(3):
+    check(f"batch_norm_legit_no_stats_{i}",
+          lambda x, w: torch.ops.aten._native_batch_norm_legit.no_stats(x, w, None, True, 0.1, 1e-5)[i],
+          rg(4, 3, 5), rg(3))
 check("layer_norm", lambda x, w, b: F.layer_norm(x, (5, 5), w, b), rg(4, 3, 5, 5), rg(5, 5), rg(5, 5))
 check("layer_norm_no_affine", lambda x: F.layer_norm(x, (7,)), rg(3, 7))
 check("layer_norm_empty_batch", lambda x: F.layer_norm(x, (3,)), rg(0, 3))
@@ -227,6 +247,11 @@ check("stats_probe_conv3d", lambda x, w: F.conv_transpose3d(F.conv3d(x, w), w),
 # .sum().backward() hands convolution_backward an all-stride-0 grad_output.
 check("stats_probe_conv_sum", lambda x, w: F.conv2d(x, w).sum(), rg(2, 2, 5, 5), rg(3, 2, 3, 3))
 check("stats_probe_bn", lambda x: F.batch_norm(x, None, None, training=True), rg(4, 3))
+check("stats_probe_bn_legit", lambda x: legit(x, None, None, *legit_stats[x.device.type], True, 0.1, 1e-5)[0],
+      rg(4, 3, 5))
+check("stats_probe_bn_legit_no_stats",
+      lambda x: torch.ops.aten._native_batch_norm_legit.no_stats(x, None, None, True, 0.1, 1e-5)[0],
+      rg(4, 3))
 check("stats_probe_ln", lambda x: F.layer_norm(x, (3,)), rg(4, 3))
 check("stats_probe_ce", lambda s, t: F.cross_entropy(s, t), rg(4, 3), torch.tensor([0, 2, 1, 1]))
 check("stats_probe_mse", lambda a, b: F.mse_loss(a, b), rg(4, 3), rg(4, 3))
@@ -277,6 +302,8 @@ def test_composites_match_cpu(backend, tmp_path):
         "aten::convolution_backward",
         "aten::native_batch_norm",
         "aten::native_batch_norm_backward",
+        "aten::_native_batch_norm_legit",
+        "aten::_native_batch_norm_legit.no_stats",
         "aten::native_layer_norm",
         "aten::native_layer_norm_backward",
         "aten::nll_loss_forward",

@@ -1,7 +1,7 @@
 // Batch and layer normalization from reductions and pointwise operators
 // (Note [Composite kernels]): native_batch_norm (training and inference,
-// running statistics updated in place as CPU does), native_layer_norm and
-// both backwards. Each step is a catalog operator, so a backend with a
+// running statistics updated in place as CPU does) and its _legit forms,
+// native_layer_norm and both backwards. Each step is a catalog operator, so a backend with a
 // kernel generator runs them all on the device.
 //
 // The formulas are ATen's (Normalization.cpp, layer_norm_kernel.cpp):
@@ -80,6 +80,20 @@ bool batchNorm(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   if (bias.defined()) out.add_(perChannel(bias, x));
   replaceArgs(stack, kArgs, {out, save_mean, save_invstd});
   return true;
+}
+
+// _native_batch_norm_legit.no_stats(input, weight, bias, training, momentum,
+//   eps): native_batch_norm without running statistics (CPU runs the same
+//   function with them undefined). The stack gets two Nones for them, and
+//   loses them again if batchNorm declines, so the next tier sees the call
+//   as it came.
+bool batchNormNoStats(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  constexpr int kArgs = 6;
+  if (stack->size() < kArgs) return false;
+  stack->insert(stack->end() - 3, 2, c10::IValue());  // before training
+  if (batchNorm(op, stack)) return true;
+  stack->erase(stack->end() - 5, stack->end() - 3);
+  return false;
 }
 
 // native_batch_norm_backward(grad_out, input, weight, running_mean,
@@ -214,6 +228,9 @@ bool layerNormBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 
 void addNormalizationComposites(Register add) {
   add("batch_norm", batchNorm, false);
+  // _native_batch_norm_legit: native_batch_norm's arguments and results.
+  add("batch_norm_legit", batchNorm, false);
+  add("batch_norm_legit_no_stats", batchNormNoStats, false);
   add("batch_norm_backward", batchNormBackward, false);
   add("layer_norm", layerNorm, false);
   add("layer_norm_backward", layerNormBackward, false);
