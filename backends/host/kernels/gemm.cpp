@@ -1,4 +1,5 @@
-// mm / addmm / bmm / baddbmm on OpenBLAS (float32: sgemm, float64: dgemm).
+// mm / addmm / bmm / baddbmm on OpenBLAS (float32: sgemm, float64: dgemm),
+// and addmv / mv / dot as those on one-column views.
 //
 // BLAS reads a matrix in place when one of its strides is 1 (row-major:
 // NoTrans, column-major: Trans); anything else (a sliced, expanded or
@@ -172,6 +173,60 @@ flagosStatus_t gemmKernel(flagosStream_t stream, const flagosTensor* o, int32_t 
       cost);
 }
 
+// Matrix-vector products as the GEMMs above on one-column views: a vector
+// of n elements with stride s is an (n, 1) matrix with strides (s, 1), or a
+// (1, n) row with strides (1, s); a 0-dim tensor is (1, 1). The kernel
+// copies the descriptors before returning, so these views may die then.
+struct View2d {
+  flagosTensor t;
+  int64_t shape[2], strides[2];
+  View2d(const flagosTensor& v, bool row) : t(v) {
+    const int64_t n = v.ndim == 1 ? v.shape[0] : 1, s = v.ndim == 1 ? v.strides[0] : 1;
+    shape[0] = row ? 1 : n;
+    shape[1] = row ? n : 1;
+    strides[0] = row ? 1 : s;
+    strides[1] = row ? s : 1;
+    t.ndim = 2;
+    t.shape = shape;
+    t.strides = strides;
+  }
+};
+
+bool vectorLike(const flagosTensor& t) {
+  return t.ndim == 0 || t.ndim == 1;
+}
+
+// addmv(self, mat, vec) -> out: addmm(self (m, 1), mat, vec (k, 1)).
+flagosStatus_t addmvKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                           const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
+  if (no != 1 || ni != 3 || !vectorLike(o[0]) || !vectorLike(in[0]) || in[1].ndim != 2 ||
+      in[2].ndim != 1)
+    return FLAGOS_ERROR_NOT_SUPPORTED;
+  const View2d out(o[0], false), self(in[0], false), vec(in[2], false);
+  const flagosTensor args[3] = {self.t, in[1], vec.t};
+  return gemmKernel<2, true>(stream, &out.t, 1, args, 3, sc, ns);
+}
+
+// mv(self, vec) -> out: mm(self, vec (k, 1)).
+flagosStatus_t mvKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                        const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
+  if (no != 1 || ni != 2 || o[0].ndim != 1 || in[0].ndim != 2 || in[1].ndim != 1)
+    return FLAGOS_ERROR_NOT_SUPPORTED;
+  const View2d out(o[0], false), vec(in[1], false);
+  const flagosTensor args[2] = {in[0], vec.t};
+  return gemmKernel<2, false>(stream, &out.t, 1, args, 2, sc, ns);
+}
+
+// dot(self, tensor) -> out (0-dim): mm(self (1, n), tensor (n, 1)).
+flagosStatus_t dotKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
+                         const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
+  if (no != 1 || ni != 2 || o[0].ndim != 0 || in[0].ndim != 1 || in[1].ndim != 1)
+    return FLAGOS_ERROR_NOT_SUPPORTED;
+  const View2d out(o[0], false), a(in[0], true), b(in[1], false);
+  const flagosTensor args[2] = {a.t, b.t};
+  return gemmKernel<2, false>(stream, &out.t, 1, args, 2, sc, ns);
+}
+
 }  // namespace
 
 void addGemmKernels(void (*add)(const char*, flagosKernelFn)) {
@@ -179,6 +234,9 @@ void addGemmKernels(void (*add)(const char*, flagosKernelFn)) {
   add("addmm", gemmKernel<2, true>);
   add("bmm", gemmKernel<3, false>);
   add("baddbmm", gemmKernel<3, true>);
+  add("addmv", addmvKernel);
+  add("mv", mvKernel);
+  add("dot", dotKernel);
 }
 
 }  // namespace flagos_host::kernels
