@@ -114,3 +114,30 @@ def test_no_fallback_log_by_default(run_python):
     proc = run_python(LOG_SNIPPET)
     for op in json.loads(check_ok(proc).strip().splitlines()[-1]):
         assert fallback_lines(proc.stderr, op) == [], proc.stderr
+
+
+# Note [Argument errors come from the CPU]: a catalog operator whose meta
+# kernel rejects the arguments goes on to the host tier, which raises the
+# CPU kernel's own error (PyTorch's Python meta kernel for mv words it
+# differently), and the call is counted as a fallback.
+BAD_CALLS = {
+    "mv": lambda d: torch.mv(torch.randn(3, 4, device=d), torch.randn(5, device=d)),
+    "mm": lambda d: torch.mm(torch.randn(3, 4, device=d), torch.randn(5, 2, device=d)),
+    "add": lambda d: torch.randn(3, device=d) + torch.randn(4, device=d),
+    "softmax": lambda d: torch.softmax(torch.randn(3, device=d), dim=3),
+    "bitwise_and": lambda d: torch.randn(3, device=d).bitwise_and(torch.randn(3, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", BAD_CALLS)
+def test_argument_errors_equal_cpu(name):
+    errors = []
+    for device in ("cpu", "flagos"):
+        with pytest.raises(Exception) as info:
+            BAD_CALLS[name](device)
+        errors.append((type(info.value), str(info.value).splitlines()[0]))
+    assert errors[1] == errors[0]
+    ft.reset_op_stats()
+    with pytest.raises(errors[0][0]):
+        BAD_CALLS[name]("flagos")
+    assert fallback_calls(name) == 1

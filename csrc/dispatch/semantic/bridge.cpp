@@ -741,7 +741,21 @@ class SemanticKernel final : public c10::OperatorKernel {
       if (t.defined() && t.device() != *device) return Native::Skip;
 
     // Shapes and dtypes (Note [Shape inference cache]).
-    std::shared_ptr<const MetaResult> shapes = inferShapes(op, args);
+    // Note [Argument errors come from the CPU]
+    // The meta kernel also checks the arguments, but PyTorch's Python meta
+    // registrations word some errors differently from the CPU kernels (mv:
+    // "got input (3x4), vec (5)" where CPU says "got input (3), mat (3x4),
+    // vec (5)"), and a few overloads have no meta kernel at all. So a
+    // failing meta call only means "not on this tier": the call goes on,
+    // composites decline bad arguments, and the host tier raises CPU's own
+    // error (or, where only the meta kernel was missing, computes it). The
+    // fallback is counted like any other.
+    std::shared_ptr<const MetaResult> shapes;
+    try {
+      shapes = inferShapes(op, args);
+    } catch (const std::exception&) {
+      return Native::Skip;
+    }
     if (kind_ == OutKind::Functional) {
       for (const OutShape& m : shapes->outs) {
         if (m.dtype == at::ScalarType::Undefined) {
