@@ -37,9 +37,14 @@ struct Resolved {
   bool ok() const { return status == FLAGOS_SUCCESS; }
 };
 
-// Resolves @p t (rank <= 3, non-negative strides on dims of size > 1,
-// element-aligned) on @p stream's device. NOT_SUPPORTED for layouts CLBlast
-// cannot take; INVALID_ARGUMENT (message recorded) for a foreign address.
+// The buffer and byte offset behind @p t's elements (any rank, no empty
+// dims, non-negative strides on dims of size > 1, element-aligned) on
+// @p stream's device. NOT_SUPPORTED for other layouts; INVALID_ARGUMENT
+// (message recorded) for a foreign address or another device's memory.
+Resolved resolveBytes(const char* op, flagosStream_t stream, const flagosTensor& t, cl_mem* buffer,
+                      uint64_t* offset);
+// resolveBytes for rank <= 3, as CLBlast takes it: element offset, strides
+// of size-1 dims zeroed.
 Resolved resolveOperand(const char* op, flagosStream_t stream, const flagosTensor& t, Operand* out);
 
 // One matrix of an operand (its last two dims) as CLBlast reads it: a

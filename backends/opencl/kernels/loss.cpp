@@ -63,14 +63,17 @@ inline long rowAt(long r, long n1, long n2, long s0, long s1, long s2) {
   return (q / n1) * s0 + (q % n1) * s1 + (r % n2) * s2;
 }
 
-#define NLL(T)                                                                               \
-__kernel void nll_forward_##T(                                                               \
+// Both kernels take the same arguments (setArgs below sets them).
+#define NLL_ARGS(T)                                                                          \
     __global T* a_base, ulong a_off, __global long* t_base, ulong t_off,                     \
     __global T* w_base, ulong w_off, __global T* b_base, ulong b_off,                        \
     __global T* tw_base, ulong tw_off, __global int* bad,                                    \
     long rows, long n1, long n2, long classes, long as0, long as1, long as2, long ac,        \
     long ts0, long ts1, long ts2, long ws, long bs0, long bs1, long bs2,                     \
-    long ignore, int mode, int has_w) {                                                      \
+    long ignore, int mode, int has_w
+
+#define NLL(T)                                                                               \
+__kernel void nll_forward_##T(NLL_ARGS(T)) {                                                 \
   __global const T* x = AT(T, a_base, a_off);                                                \
   __global const long* t = AT(long, t_base, t_off);                                          \
   __global const T* w = AT(T, w_base, w_off);                                                \
@@ -108,13 +111,7 @@ __kernel void nll_forward_##T(                                                  
     *AT(T, tw_base, tw_off) = mode == 0 ? (T)0 : wpart[0];                                   \
   }                                                                                          \
 }                                                                                            \
-__kernel void nll_backward_##T(                                                              \
-    __global T* a_base, ulong a_off, __global long* t_base, ulong t_off,                     \
-    __global T* w_base, ulong w_off, __global T* b_base, ulong b_off,                        \
-    __global T* tw_base, ulong tw_off, __global int* bad,                                    \
-    long rows, long n1, long n2, long classes, long as0, long as1, long as2, long ac,        \
-    long ts0, long ts1, long ts2, long ws, long bs0, long bs1, long bs2,                     \
-    long ignore, int mode, int has_w) {                                                      \
+__kernel void nll_backward_##T(NLL_ARGS(T)) {                                                \
   const long r = get_global_id(0);                                                           \
   if (r >= rows) return;                                                                     \
   __global T* g = AT(T, a_base, a_off) + rowAt(r, n1, n2, as0, as1, as2);                    \
@@ -202,25 +199,15 @@ struct Arg {
   cl_ulong offset = 0;
 };
 
-// Resolves @p t (non-negative strides, element-aligned) on @p stream's device.
+// Resolves @p t on @p stream's device (resolveBytes); the kernels take
+// every stride as it is, so none may be negative.
 flagosStatus_t resolveArg(const char* op, flagosStream_t stream, const flagosTensor& t, Arg* out) {
-  if (t.data == nullptr) return FLAGOS_ERROR_NOT_SUPPORTED;
-  const uint64_t esize = FLAGOS_DTYPE_SIZE(t.dtype);
-  uint64_t extent = 1;
-  for (int d = 0; d < t.ndim; ++d) {
-    if (t.shape[d] <= 0 || t.strides[d] < 0) return FLAGOS_ERROR_NOT_SUPPORTED;
-    extent += static_cast<uint64_t>(t.shape[d] - 1) * static_cast<uint64_t>(t.strides[d]);
-  }
-  DevicePtr p;
-  if (!resolve(op, t.data, extent * esize, &p)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-  if (p.device != stream->device) {
-    return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                "opencl %s: a tensor is on device %d, the stream on %d", op, p.device->index,
-                stream->device->index);
-  }
-  if (p.offset % esize != 0) return FLAGOS_ERROR_NOT_SUPPORTED;
-  *out = Arg{p.buffer, p.offset};
-  return FLAGOS_SUCCESS;
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.strides[d] < 0) return FLAGOS_ERROR_NOT_SUPPORTED;
+  uint64_t offset = 0;
+  const Resolved r = resolveBytes(op, stream, t, &out->buffer, &offset);
+  out->offset = offset;
+  return r.status;
 }
 
 // No two elements of @p t share memory (outputs written by many items).

@@ -6,18 +6,16 @@
 
 namespace flagos_opencl::kernels {
 
-Resolved resolveOperand(const char* op, flagosStream_t stream, const flagosTensor& t,
-                        Operand* out) {
-  if (t.data == nullptr || t.ndim < 0 || t.ndim > 3) return {FLAGOS_ERROR_NOT_SUPPORTED};
+Resolved resolveBytes(const char* op, flagosStream_t stream, const flagosTensor& t, cl_mem* buffer,
+                      uint64_t* offset) {
+  if (t.data == nullptr || t.ndim < 0) return {FLAGOS_ERROR_NOT_SUPPORTED};
   const uint64_t esize = FLAGOS_DTYPE_SIZE(t.dtype);
   uint64_t extent = 1;  // elements from the first to one past the last
-  out->ndim = t.ndim;
   for (int d = 0; d < t.ndim; ++d) {
-    out->shape[d] = t.shape[d];
     // A size-1 dim is never stepped: its stride means nothing.
-    out->strides[d] = t.shape[d] == 1 ? 0 : t.strides[d];
-    if (t.shape[d] <= 0 || out->strides[d] < 0) return {FLAGOS_ERROR_NOT_SUPPORTED};
-    extent += static_cast<uint64_t>(t.shape[d] - 1) * static_cast<uint64_t>(out->strides[d]);
+    const int64_t stride = t.shape[d] == 1 ? 0 : t.strides[d];
+    if (t.shape[d] <= 0 || stride < 0) return {FLAGOS_ERROR_NOT_SUPPORTED};
+    extent += static_cast<uint64_t>(t.shape[d] - 1) * static_cast<uint64_t>(stride);
   }
   DevicePtr p;
   if (!resolve(op, t.data, extent * esize, &p)) return {FLAGOS_ERROR_INVALID_ARGUMENT};
@@ -26,10 +24,25 @@ Resolved resolveOperand(const char* op, flagosStream_t stream, const flagosTenso
                  "opencl %s: a tensor is on device %d, the stream on %d", op, p.device->index,
                  stream->device->index)};
   }
-  // CLBlast offsets count elements; torch never misaligns, but check.
+  // Kernels and CLBlast index whole elements; torch never misaligns, but check.
   if (p.offset % esize != 0) return {FLAGOS_ERROR_NOT_SUPPORTED};
-  out->buffer = p.buffer;
-  out->offset = p.offset / esize;
+  *buffer = p.buffer;
+  *offset = p.offset;
+  return {};
+}
+
+Resolved resolveOperand(const char* op, flagosStream_t stream, const flagosTensor& t,
+                        Operand* out) {
+  if (t.ndim > 3) return {FLAGOS_ERROR_NOT_SUPPORTED};
+  uint64_t bytes = 0;
+  const Resolved r = resolveBytes(op, stream, t, &out->buffer, &bytes);
+  if (!r.ok()) return r;
+  out->ndim = t.ndim;
+  for (int d = 0; d < t.ndim; ++d) {
+    out->shape[d] = t.shape[d];
+    out->strides[d] = t.shape[d] == 1 ? 0 : t.strides[d];
+  }
+  out->offset = bytes / FLAGOS_DTYPE_SIZE(t.dtype);  // CLBlast offsets count elements
   return {};
 }
 
