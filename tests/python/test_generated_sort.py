@@ -37,7 +37,20 @@ ATEN = {
     "upsample_bilinear2d_backward": "aten::upsample_bilinear2d_backward",
 }
 
-SORT_VS_CPU = """
+# Both scripts' check for sort(stable=False); `same` is each script's own.
+UNSTABLE_SORT = """
+def unstable_sort(dim, descending):
+    # stable=False: values equal to CPU's, indices a permutation giving them.
+    def check(x, d):
+        w = torch.sort(x, dim=dim, descending=descending)
+        g = torch.sort(d, dim=dim, descending=descending)
+        same(g.values, w.values)
+        same(x.gather(dim, g.indices.cpu()), w.values)
+    return check
+"""
+
+SORT_VS_CPU = (
+    """
 F = torch.nn.functional
 torch.manual_seed(0)
 nan = float("nan")
@@ -102,15 +115,9 @@ def unsorted_topk(k, dim, largest):
         same(x.gather(dim, g.indices.cpu()), g.values.cpu())
     return check
 
-def unstable_sort(dim, descending):
-    # stable=False: values equal to CPU's, indices a permutation giving them.
-    def check(x, d):
-        w = torch.sort(x, dim=dim, descending=descending)
-        g = torch.sort(d, dim=dim, descending=descending)
-        same(g.values, w.values)
-        same(x.gather(dim, g.indices.cpu()), w.values)
-    return check
-
+"""
+    + UNSTABLE_SORT
+    + """
 def bilinear(**kw):
     def check(x, d):
         tol = {"rtol": 2e-2, "atol": 2e-2} if x.dtype == torch.bfloat16 else {}
@@ -216,6 +223,7 @@ print(json.dumps({"bad": bad, "ran": ran, "tiers": tiers, "after": after, "long_
                   "alias_ok": alias_ok, "after_out": after_out,
                   "stats": stats()}))
 """
+)
 
 
 def test_generated_sort_kernels_match_cpu(backend, tmp_path):  # noqa: F811
@@ -238,7 +246,8 @@ def test_generated_sort_kernels_match_cpu(backend, tmp_path):  # noqa: F811
     assert out.get("generated", 0) == 0 and sum(out.values()) == 1, out
 
 
-LONG_VS_CPU = """
+LONG_VS_CPU = (
+    """
 torch.manual_seed(0)
 nan, inf = float("nan"), float("inf")
 
@@ -277,14 +286,9 @@ def stable_sort(dim, descending):
         same(g.indices, w.indices)
     return check
 
-def unstable_sort(dim, descending):
-    def check(x, d):
-        w = torch.sort(x, dim=dim, descending=descending)
-        g = torch.sort(d, dim=dim, descending=descending)
-        same(g.values, w.values)
-        same(x.gather(dim, g.indices.cpu()), w.values)
-    return check
-
+"""
+    + UNSTABLE_SORT
+    + """
 def argsort(dim, descending):
     def check(x, d):
         same(torch.argsort(d, dim=dim, descending=descending, stable=True),
@@ -376,6 +380,7 @@ for largest in (True, False):
         bad[f"topk_nan[{largest}]"] = str(e)[:400]
 print(json.dumps({"bad": bad, "ran": ran, "tiers": ft.op_stats(), "stats": stats()}))
 """
+)
 
 
 def test_generated_sort_long_rows_match_cpu(backend, tmp_path):  # noqa: F811
