@@ -323,17 +323,26 @@ inline CKernel compileC(const Source& src, int* num_args) {
   return (CKernel)dlsym(h, src.kernel_name.c_str());
 }
 
-// Runs @p op on the host through the "c" dialect. Returns false (with a
-// failure recorded) when the generator refuses or the compiler fails.
+// Runs @p op on the host through the "c" dialect, as the generated tier
+// does: scratchFor()'s buffers appended to the outputs and passesOf()
+// launches (Note [Multi-pass calls]), each split in two as a plugin's
+// threads would. Returns false (with a failure recorded) when the generator
+// refuses or the compiler fails; @p passes gets the number of launches.
 inline bool runC(const Recipe& recipe, std::vector<HostTensor*> outs, std::vector<HostTensor*> ins,
-                 std::vector<flagosScalar> scalars, Variant variant,
-                 std::string* source = nullptr) {
+                 std::vector<flagosScalar> scalars, Variant variant, std::string* source = nullptr,
+                 int* passes = nullptr) {
   std::vector<flagosTensor> o, i;
   for (auto* t : outs) o.push_back(t->view());
   for (auto* t : ins) i.push_back(t->view());
   Call call{o.data(),          (int32_t)o.size(), i.data(),
             (int32_t)i.size(), scalars.data(),    (int32_t)scalars.size()};
   Target target{"c", true};
+  std::vector<HostTensor> scratch;
+  for (const ScratchBuffer& b : scratchFor(recipe, call, target))
+    scratch.push_back(HostTensor::contiguous(b.dtype, {b.elements}));
+  for (HostTensor& t : scratch) o.push_back(t.view());
+  call.outputs = o.data();
+  call.num_outputs = (int32_t)o.size();
   KernelKey key;
   std::string why;
   if (!keyFor(recipe, call, variant, target, &key, &why)) {
@@ -345,14 +354,17 @@ inline bool runC(const Recipe& recipe, std::vector<HostTensor*> outs, std::vecto
   int num_args = 0;
   CKernel fn = compileC(src, &num_args);
   if (fn == nullptr) return false;
-  Launch launch;
-  pack(recipe, call, target, &launch);
-  EXPECT_EQ(num_args, (int)launch.args.size());
-  std::vector<void*> argv;
-  for (const auto& a : launch.args) argv.push_back(const_cast<void*>(a.value));
-  // Two halves, as a plugin splitting work across threads would.
-  fn(argv.data(), 0, launch.global / 2);
-  fn(argv.data(), launch.global / 2, launch.global);
+  const int n = passesOf(recipe, call);
+  for (int pass = 0; pass < n; ++pass) {
+    Launch launch;
+    pack(recipe, call, target, &launch, pass);
+    EXPECT_EQ(num_args, (int)launch.args.size());
+    std::vector<void*> argv;
+    for (const auto& a : launch.args) argv.push_back(const_cast<void*>(a.value));
+    fn(argv.data(), 0, launch.global / 2);
+    fn(argv.data(), launch.global / 2, launch.global);
+  }
+  if (passes) *passes = n;
   return true;
 }
 

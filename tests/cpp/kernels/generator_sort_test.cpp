@@ -178,45 +178,11 @@ TEST(SortKernels, TopkLargestAndSmallest) {
   }
 }
 
-// Runs @p recipe through Note [Multi-pass calls] as the generated tier does:
-// scratchFor()'s buffers appended to the outputs, passesOf() launches of the
-// one "c" kernel, each split in two as a plugin's threads would. Returns the
-// number of passes (0 on failure).
+// The number of launches runC() made (0 on failure).
 int runPasses(const Recipe& recipe, std::vector<HostTensor*> outs, std::vector<HostTensor*> ins,
               std::vector<flagosScalar> scalars) {
-  std::vector<flagosTensor> o, i;
-  for (auto* t : outs) o.push_back(t->view());
-  for (auto* t : ins) i.push_back(t->view());
-  const Target target{"c", true};
-  Call call{o.data(),          (int32_t)o.size(), i.data(),
-            (int32_t)i.size(), scalars.data(),    (int32_t)scalars.size()};
-  std::vector<HostTensor> scratch;
-  for (const ScratchBuffer& b : scratchFor(recipe, call, target))
-    scratch.push_back(HostTensor::contiguous(b.dtype, {b.elements}));
-  for (HostTensor& t : scratch) o.push_back(t.view());
-  call.outputs = o.data();
-  call.num_outputs = (int32_t)o.size();
-  KernelKey key;
-  std::string why;
-  if (!keyFor(recipe, call, Variant::Generic, target, &key, &why)) {
-    ADD_FAILURE() << "keyFor: " << why;
-    return 0;
-  }
-  int num_args = 0;
-  CKernel fn =
-      compileC(emit(recipe, *signatureOf(recipe, call), Variant::Generic, target), &num_args);
-  if (fn == nullptr) return 0;
-  const int passes = passesOf(recipe, call);
-  for (int pass = 0; pass < passes; ++pass) {
-    Launch launch;
-    pack(recipe, call, target, &launch, pass);
-    EXPECT_EQ(num_args, (int)launch.args.size());
-    std::vector<void*> argv;
-    for (const auto& a : launch.args) argv.push_back(const_cast<void*>(a.value));
-    fn(argv.data(), 0, launch.global / 2);
-    fn(argv.data(), launch.global / 2, launch.global);
-  }
-  return passes;
+  int passes = 0;
+  return runC(recipe, outs, ins, scalars, Variant::Generic, nullptr, &passes) ? passes : 0;
 }
 
 // Note [Long sorts]: rows longer than 4096 as a block rank sort and merge
