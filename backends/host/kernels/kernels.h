@@ -5,7 +5,7 @@
 //   common.cpp    owned descriptor copies, submit() onto a stream, the pool
 //   pointwise.cpp unary/binary/ternary elementwise ops and their backwards
 //   reduce.cpp    sum/mean/amax/amin/max/min/argmax/argmin, softmax family
-//   gemm.cpp      mm/addmm/bmm/baddbmm through OpenBLAS
+//   gemm.cpp      mm/addmm/bmm/baddbmm through OpenBLAS; addmv/mv/dot as those
 //   index.cpp     index_select (embedding), cat
 //   norm.cpp      layer norm, batch norm forwards
 //   norm_backward.cpp  batch norm / layer norm backwards
