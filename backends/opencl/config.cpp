@@ -16,6 +16,11 @@
 //                               warm-up] in warmup.cpp): on (default; also
 //                               1/true/yes), off (0/false/no), or verbose
 //                               (on, and one line per step on stderr).
+//   FLAGOS_OPENCL_SMALL_GEMM    the largest GEMM, in multiply-adds (batch *
+//                               M * N * K, a plain integer), that runs on the
+//                               plugin's own kernel instead of CLBlast (Note
+//                               [Small GEMMs] in kernels/gemm_small.cpp).
+//                               Default 262144 (64^3); 0: CLBlast always.
 //
 // An empty variable counts as unset. Garbage is never silently replaced by a
 // default: probe() fails and its reason names the variable and the value.
@@ -81,6 +86,20 @@ bool parseWarmup(const char* text, Warmup* mode, std::string* error) {
   return true;
 }
 
+bool parseSmallGemm(const char* text, uint64_t* macs, std::string* error) {
+  const std::string s = flagos_kit::trimmed(text);
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(s.c_str(), &end, 10);
+  if (s.empty() || s[0] == '-' || *end != '\0' || errno == ERANGE) {
+    *error = "FLAGOS_OPENCL_SMALL_GEMM='" + std::string(text) +
+             "' is not a number of multiply-adds (a non-negative integer; 0: always CLBlast)";
+    return false;
+  }
+  *macs = value;
+  return true;
+}
+
 }  // namespace
 
 bool loadConfig(Config* config, std::string* error) {
@@ -93,6 +112,9 @@ bool loadConfig(Config* config, std::string* error) {
     return false;
   const char* warmup = std::getenv("FLAGOS_OPENCL_WARMUP");
   if (warmup != nullptr && *warmup != '\0' && !parseWarmup(warmup, &result.warmup, error))
+    return false;
+  const char* small = std::getenv("FLAGOS_OPENCL_SMALL_GEMM");
+  if (small != nullptr && *small != '\0' && !parseSmallGemm(small, &result.small_gemm_macs, error))
     return false;
   *config = result;
   return true;

@@ -76,6 +76,7 @@ std::unique_ptr<Device> openDevice(int32_t index, const DeviceInfo& info, const 
   device->info = info;
   device->total_memory = config.memory_limit > 0 ? std::min(config.memory_limit, info.global_memory)
                                                  : info.global_memory;
+  device->small_gemm_macs = config.small_gemm_macs;
   const cl_context_properties properties[] = {
       CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(info.platform), 0};
   cl_int error = CL_SUCCESS;

@@ -86,6 +86,9 @@ struct Config {
   DeviceType device_type = DeviceType::kAll;
   uint64_t memory_limit = 0;  // bytes per device; 0: the device's global memory
   Warmup warmup = Warmup::kOn;
+  // FLAGOS_OPENCL_SMALL_GEMM: GEMMs of at most this many multiply-adds run
+  // on the plugin's own kernel, not CLBlast (Note [Small GEMMs]).
+  uint64_t small_gemm_macs = uint64_t{1} << 18;
 };
 
 // Fills @p config from the environment. On garbage returns false and writes
@@ -195,6 +198,7 @@ struct Device {
   cl_command_queue sync_queue = nullptr;
   std::unique_ptr<AddressSpace> addresses;
   std::atomic<uint64_t> allocated{0};  // bytes handed out by malloc
+  uint64_t small_gemm_macs = 0;        // Config::small_gemm_macs
 
   // Live streams, for device-wide synchronize and shutdown. Held while
   // synchronizing so that a stream cannot be destroyed under it.

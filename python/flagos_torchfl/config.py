@@ -175,6 +175,16 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "(0/false/no), or `verbose` (on, one line per step on stderr).",
     ),
     EnvVar(
+        "FLAGOS_OPENCL_SMALL_GEMM",
+        "262144",
+        "opencl plugin",
+        "The largest GEMM, in multiply-adds (batch * M * N * K, a plain integer), that the "
+        "`opencl` plugin runs on its own small-GEMM kernel instead of CLBlast: one launch with "
+        "any strides and the addmm bias read in place, without CLBlast's ~10 us of per-call "
+        "host work. `0`: CLBlast for every GEMM. The default (64^3) was measured on PoCL's "
+        "CPU device.",
+    ),
+    EnvVar(
         "FLAGOS_CACHE_DIR",
         "",
         "core",

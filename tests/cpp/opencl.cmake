@@ -85,6 +85,12 @@ add_dependencies(opencl_kernels_test flagos_opencl_plugin)
 add_test(NAME opencl_kernels COMMAND opencl_kernels_test)
 set_tests_properties(opencl_kernels PROPERTIES
   ENVIRONMENT_MODIFICATION "${_opencl_defaults}" SKIP_RETURN_CODE 77)
+# The same cases with every GEMM on CLBlast (by default the small ones run on
+# the plugin's own kernel, Note [Small GEMMs]).
+add_test(NAME opencl_kernels_clblast COMMAND opencl_kernels_test)
+set_tests_properties(opencl_kernels_clblast PROPERTIES
+  ENVIRONMENT_MODIFICATION "${_opencl_defaults};FLAGOS_OPENCL_SMALL_GEMM=set:0"
+  SKIP_RETURN_CODE 77)
 
 # --- benchmarks/clblast_direct: CLBlast SGEMM without flagos ----------------
 # The baseline of benchmarks/bench_gemm_opencl.py ("flagos vs direct CLBlast").

@@ -323,7 +323,8 @@ TEST_F(Opencl, IdentityAndPriority) {
 }
 
 TEST_F(Opencl, ProbeReportsGarbageEnvironment) {
-  for (const char* name : {"FLAGOS_OPENCL_DEVICE_TYPE", "FLAGOS_OPENCL_MEMORY_LIMIT"}) {
+  for (const char* name :
+       {"FLAGOS_OPENCL_DEVICE_TYPE", "FLAGOS_OPENCL_MEMORY_LIMIT", "FLAGOS_OPENCL_SMALL_GEMM"}) {
     const char* old = std::getenv(name);
     const std::string saved = old != nullptr ? old : "";
     setenv(name, "garbage", 1);

@@ -1,12 +1,16 @@
-// The opencl plugin's CLBlast kernel table (backends/opencl/kernels/), called
+// The opencl plugin's kernel table (backends/opencl/kernels/), called
 // through the plugin's tables on device buffers and checked against a naive
 // double-precision reference: contiguous, transposed and sliced operands
 // (offsets, leading dimension > columns, untouched elements around a sliced
 // output), broadcast bias, beta == 0 over NaN, and the layouts and dtypes
 // the kernels must hand back with FLAGOS_ERROR_NOT_SUPPORTED.
+// ctest runs it twice: as configured by default (GEMMs up to 2^18
+// multiply-adds on the plugin's own kernel, Note [Small GEMMs]) and with
+// FLAGOS_OPENCL_SMALL_GEMM=0 (CLBlast for every GEMM).
 // Runs on the conformance harness (conformance_main.cpp); exit code 77 when
 // there is no OpenCL device.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -90,6 +94,13 @@ Operand<T> dense(std::vector<int64_t> shape, uint32_t seed) {
 
 flagosScalar scalar(double v) {
   return {FLAGOS_DTYPE_FLOAT64, 0, 0, v};
+}
+
+// Whether small GEMMs run on the plugin's own kernel (any strides) rather
+// than CLBlast (row- or column-major operands only).
+bool smallKernel() {
+  const char* limit = std::getenv("FLAGOS_OPENCL_SMALL_GEMM");
+  return limit == nullptr || std::strcmp(limit, "0") != 0;
 }
 
 class OpenclKernels : public ::testing::Test {
@@ -303,12 +314,14 @@ TEST_F(OpenclKernels, UnsupportedLayoutsAndDtypes) {
   const int64_t M = 6, N = 5, K = 4;
   auto a = dense<float>({M, K}, 42), b = dense<float>({K, N}, 43), out = dense<float>({M, N}, 44);
   const std::vector<float> before = out.fetch();
-  // Neither stride is 1 (every other column).
-  Operand<float> gappy(M * 2 * K, {M, K}, {2 * K, 2}, 0, 45);
-  FLAGOS_EXPECT_STATUS(FLAGOS_ERROR_NOT_SUPPORTED, call<float>("mm", out, {&gappy, &b}));
-  // A broadcast operand (row stride 0).
-  Operand<float> bcast(K, {M, K}, {0, 1}, 0, 46);
-  FLAGOS_EXPECT_STATUS(FLAGOS_ERROR_NOT_SUPPORTED, call<float>("mm", out, {&bcast, &b}));
+  if (!smallKernel()) {  // CLBlast takes row- or column-major operands only
+    // Neither stride is 1 (every other column).
+    Operand<float> gappy(M * 2 * K, {M, K}, {2 * K, 2}, 0, 45);
+    FLAGOS_EXPECT_STATUS(FLAGOS_ERROR_NOT_SUPPORTED, call<float>("mm", out, {&gappy, &b}));
+    // A broadcast operand (row stride 0).
+    Operand<float> bcast(K, {M, K}, {0, 1}, 0, 46);
+    FLAGOS_EXPECT_STATUS(FLAGOS_ERROR_NOT_SUPPORTED, call<float>("mm", out, {&bcast, &b}));
+  }
   // Negative strides.
   Operand<float> flipped(M * K, {M, K}, {-K, 1}, (M - 1) * K, 47);
   FLAGOS_EXPECT_STATUS(FLAGOS_ERROR_NOT_SUPPORTED, call<float>("mm", out, {&flipped, &b}));
@@ -322,6 +335,33 @@ TEST_F(OpenclKernels, UnsupportedLayoutsAndDtypes) {
     ai.dtype = bi.dtype = oi.dtype = dt;
     FLAGOS_EXPECT_STATUS(FLAGOS_ERROR_NOT_SUPPORTED, call<float>("mm", oi, {&ai, &bi}));
   }
+}
+
+// The small-GEMM kernel reads any non-negative strides: operands CLBlast
+// cannot take (gaps in both strides, broadcasts) run natively, over row
+// counts that are not a multiple of its 8-row blocks and column counts
+// past one 32-wide work-group.
+TEST_F(OpenclKernels, SmallKernelAnyStrides) {
+  if (!smallKernel()) GTEST_SKIP() << "FLAGOS_OPENCL_SMALL_GEMM=0: CLBlast only";
+  const int64_t M = 19, N = 45, K = 6;
+  Operand<float> gappy(M * 2 * K, {M, K}, {2 * K, 2}, 0, 50);  // every other column
+  Operand<float> bcast(K, {M, K}, {0, 1}, 0, 51);              // one row, repeated
+  Operand<float> bgappy(3 * K * N, {K, N}, {3 * N, 3}, 1, 52);
+  auto b = dense<float>({K, N}, 53);
+  for (const Operand<float>* a : {&gappy, &bcast}) {
+    auto out = dense<float>({M, N}, 54);
+    FLAGOS_ASSERT_OK(call<float>("mm", out, {a, &b}));
+    checkGemm(out, *a, b, nullptr, 0, 1);
+    FLAGOS_ASSERT_OK(call<float>("mm", out, {a, &bgappy}));
+    checkGemm(out, *a, bgappy, nullptr, 0, 1);
+  }
+  // Batches: a broadcast batch of A, self broadcast over batch and rows.
+  const int64_t B = 3;
+  Operand<float> ab(M * K, {B, M, K}, {0, K, 1}, 0, 55);
+  auto bb = dense<float>({B, K, N}, 56), out = dense<float>({B, M, N}, 57);
+  auto self = dense<float>({N}, 58);
+  FLAGOS_ASSERT_OK(call<float>("baddbmm", out, {&self, &ab, &bb}, {scalar(0.5), scalar(1.5)}));
+  checkGemm(out, ab, bb, &self, 0.5, 1.5);
 }
 
 }  // namespace

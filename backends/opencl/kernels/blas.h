@@ -4,7 +4,8 @@
 //                and strides -> CLBlast row-major + transpose + leading dim
 //   operand.cpp  resolving tensors, scalars, CLBlast status codes
 //   helpers.cpp  a tiny OpenCL program per device: zero / broadcast-copy
-//   gemm.cpp     mm, addmm, bmm, baddbmm
+//   gemm.cpp     mm, addmm, bmm, baddbmm: CLBlast, small ones on
+//   gemm_small.cpp  the plugin's own kernel (Note [Small GEMMs])
 //   gemv.cpp     mv, addmv, dot
 //   loss.cpp     nll_loss / nll_loss2d and backwards (own OpenCL program)
 //   table.cpp    the flagosKernelTable
@@ -115,6 +116,39 @@ Region regionOf(const Operand& out);
 // broadcast; resolveOperand's status when it cannot be resolved.
 flagosStatus_t resolveSelf(const char* op, flagosStream_t stream, const flagosTensor& self,
                            const Operand& out, Region* region, bool* expand);
+
+// ---------------------------------------------------------- small GEMM ---
+// Note [Small GEMMs] in gemm_small.cpp: GEMMs of up to the device's
+// small_gemm_macs multiply-adds run on the plugin's own kernel.
+
+// One operand of a small GEMM: buffer, element offset, element strides of
+// its batch, row and column dims (0 where it broadcasts).
+struct MatArg {
+  cl_mem buffer = nullptr;
+  size_t offset = 0;
+  int64_t batch = 0, rows = 0, cols = 0;
+};
+
+// C = alpha * A @ B + beta * self, batch x (M x K) @ (K x N); self is read
+// only when beta != 0.
+struct SmallGemm {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  double alpha = 1.0, beta = 0.0;
+  MatArg c, a, b, self;
+};
+
+// Small enough for the device's limit, and every in-matrix offset fits an int.
+bool smallGemmFits(const Device* device, const SmallGemm& g);
+struct SmallGemmProgram;
+// The device's program, built on first use; nullptr when it did not build
+// (the caller then uses CLBlast).
+SmallGemmProgram* smallGemmProgram(Device* device);
+// Enqueues @p g; call inside flagosStream_st::enqueue. @p event may be NULL.
+cl_int enqueueSmallGemm(SmallGemmProgram* p, cl_command_queue q, flagosDtype_t dt,
+                        const SmallGemm& g, cl_event* event);
+// The SDK warm-up's launch: a 2x2 GEMM of @p dt inside @p buffer (>= 12
+// zeroed elements), so the first call finds the kernel built.
+void warmUpSmallGemm(Device* device, cl_command_queue queue, flagosDtype_t dt, cl_mem buffer);
 
 // ------------------------------------------------------------- entries ---
 

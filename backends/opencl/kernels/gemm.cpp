@@ -1,16 +1,17 @@
 // mm / addmm / bmm / baddbmm on CLBlast (float32: Sgemm, float64: Dgemm;
-// batches: the strided-batched variants).
+// batches: the strided-batched variants); small ones on the plugin's own
+// kernel (Note [Small GEMMs] in gemm_small.cpp), tried first.
 //
 // CLBlast reads row-major matrices, each transposed or not, with a leading
 // dimension: operands with one unit stride map onto that in place; anything
 // else (broadcast, gaps in both strides, negative strides) is NOT_SUPPORTED
-// and the core takes a later tier. A column-major output is handled as
-// C^T = B^T A^T. addmm-style `self` is broadcast into the output first and
-// CLBlast's beta scales it. With beta == 0 torch ignores C (NaN/Inf there
-// must not leak through 0 * NaN): CLBlast >= 0.9 does not read C then
-// ("Fixed a bug in level-3 routines when beta is zero and matrix C contains
-// NaNs"; its direct and indirect GEMM kernels branch on IsZero(beta)), so
-// only an older CLBlast gets a zeroing kernel first. Skipping it saves one
+// (unless small) and the core takes a later tier. A column-major output is
+// handled as C^T = B^T A^T. addmm-style `self` is broadcast into the output
+// first and CLBlast's beta scales it. With beta == 0 torch ignores C
+// (NaN/Inf there must not leak through 0 * NaN): CLBlast >= 0.9 does not
+// read C then ("Fixed a bug in level-3 routines when beta is zero and matrix
+// C contains NaNs"; its direct and indirect GEMM kernels branch on
+// IsZero(beta)), so only an older CLBlast gets a zeroing kernel first. Skipping it saves one
 // command per mm/bmm, ~10-40 us on PoCL (Note [GEMM overhead] below).
 #include <utility>
 
@@ -90,6 +91,58 @@ constexpr const char* opName() {
   return kRank == 2 ? (kWithSelf ? "addmm" : "mm") : (kWithSelf ? "baddbmm" : "bmm");
 }
 
+// The output can be written by one item per element: row- or column-major
+// with a leading dimension, batches apart. Both paths need that.
+template <int kRank>
+bool writableOutput(const Operand& out) {
+  MatView c = matrixOf(out);
+  if (!blasView(&c)) return false;
+  if (kRank == 2 || out.shape[0] == 1) return true;
+  const int64_t rows = c.trans ? c.cols : c.rows, cols = c.trans ? c.rows : c.cols;  // as stored
+  return out.strides[0] >= (rows - 1) * static_cast<int64_t>(c.ld) + cols;
+}
+
+// Note [Small GEMMs]: NOT_SUPPORTED when the call is not small (or the
+// kernel did not build), so that CLBlast takes it.
+template <int kRank, bool kWithSelf>
+flagosStatus_t smallGemm(const char* op, flagosStream_t stream, flagosDtype_t dt,
+                         const flagosTensor* in, const Operand& out, const Operand& A,
+                         const Operand& B, double alpha, double beta) {
+  auto arg = [](const Operand& t) {
+    const int r = t.ndim - 2;
+    return MatArg{t.buffer, t.offset, kRank == 3 ? t.strides[0] : 0, t.strides[r],
+                  t.strides[r + 1]};
+  };
+  SmallGemm g;
+  g.batch = kRank == 3 ? out.shape[0] : 1;
+  g.m = out.shape[kRank - 2];
+  g.n = out.shape[kRank - 1];
+  g.k = A.shape[kRank - 1];
+  g.alpha = alpha;
+  g.beta = beta;
+  g.c = arg(out);
+  g.a = arg(A);
+  g.b = arg(B);
+  g.self = g.c;  // not read when beta == 0
+  if (!smallGemmFits(stream->device, g) || !writableOutput<kRank>(out))
+    return FLAGOS_ERROR_NOT_SUPPORTED;
+  if (kWithSelf && beta != 0.0) {
+    Region self{};
+    bool copy = false;
+    const flagosStatus_t st = resolveSelf(op, stream, in[0], out, &self, &copy);
+    if (st != FLAGOS_SUCCESS) return st;
+    g.self = MatArg{self.buffer, self.offset, self.strides[0], self.strides[1], self.strides[2]};
+  }
+  SmallGemmProgram* program = smallGemmProgram(stream->device);
+  if (program == nullptr) return FLAGOS_ERROR_NOT_SUPPORTED;
+  const cl_int error = stream->enqueue([&](cl_command_queue q, cl_event* event) {
+    return enqueueSmallGemm(program, q, dt, g, event);
+  });
+  if (error == CL_SUCCESS) return FLAGOS_SUCCESS;
+  return fail(isOutOfMemory(error) ? FLAGOS_ERROR_OUT_OF_MEMORY : FLAGOS_ERROR_DEVICE,
+              "opencl %s: small-GEMM kernel failed: %s", op, clErrorName(error).c_str());
+}
+
 template <int kRank, bool kWithSelf>
 flagosStatus_t gemmBody(flagosStream_t stream, const flagosTensor* o, int32_t no,
                         const flagosTensor* in, int32_t ni, const flagosScalar* sc, int32_t ns) {
@@ -116,6 +169,10 @@ flagosStatus_t gemmBody(flagosStream_t stream, const flagosTensor* o, int32_t no
     const Resolved r = resolveOperand(op, stream, *t, dst);
     if (!r.ok()) return r.status;
   }
+  if (const flagosStatus_t st =
+          smallGemm<kRank, kWithSelf>(op, stream, dt, in, out, A, B, alpha, beta);
+      st != FLAGOS_ERROR_NOT_SUPPORTED)
+    return st;
   MatView c = matrixOf(out), a = matrixOf(A), b = matrixOf(B);
   int64_t sa = kRank == 3 ? A.strides[0] : 0, sb = kRank == 3 ? B.strides[0] : 0;
   cl_mem abuf = A.buffer, bbuf = B.buffer;

@@ -1,9 +1,10 @@
 // The native kernels' part of the SDK warm-up (Note [SDK warm-up] in
-// ../warmup.cpp): the helper program, CLBlast's GEMM/GEMV programs and the
-// nll loss program (loss.cpp), each built and launched once on tiny buffers
-// of the warm-up's own, so that the caller's first mm/addmm/bmm/mv/nll_loss
-// finds them built (CLBlast caches programs per context and precision, PoCL
-// compiles a kernel's work-group function on its first launch).
+// ../warmup.cpp): the helper program, CLBlast's GEMM/GEMV programs, the
+// small-GEMM program (gemm_small.cpp) and the nll loss program (loss.cpp),
+// each built and launched once on tiny buffers of the warm-up's own, so
+// that the caller's first mm/addmm/bmm/mv/nll_loss finds them built
+// (CLBlast caches programs per context and precision, PoCL compiles a
+// kernel's work-group function on its first launch).
 #include <cstdio>
 
 #include "blas.h"
@@ -99,6 +100,9 @@ void warmUpKernels(Device* device, cl_command_queue queue, const WarmupStep& ste
           clFinish(queue);
         }))
       return;
+    if (!step("small-GEMM program (float kernel)",
+              [&] { warmUpSmallGemm(device, queue, FLAGOS_DTYPE_FLOAT32, f.c); }))
+      return;
     if (!step("loss program (float nll forward/backward)", [&] { warmUpLoss(device, queue); }))
       return;
   }
@@ -110,8 +114,11 @@ void warmUpKernels(Device* device, cl_command_queue queue, const WarmupStep& ste
     if (!step(what, [&] { gemmLaunch<double>(d, queue, transposes[t][0], transposes[t][1]); }))
       return;
   }
-  step("helper program (double kernels)",
-       [&] { helperLaunches(device, queue, FLAGOS_DTYPE_FLOAT64, d.c); });
+  if (!step("helper program (double kernels)",
+            [&] { helperLaunches(device, queue, FLAGOS_DTYPE_FLOAT64, d.c); }))
+    return;
+  step("small-GEMM program (double kernel)",
+       [&] { warmUpSmallGemm(device, queue, FLAGOS_DTYPE_FLOAT64, d.c); });
 }
 
 }  // namespace flagos_opencl::kernels
