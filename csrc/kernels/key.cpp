@@ -87,7 +87,7 @@ bool keyFor(const Recipe& recipe, const Call& call, Variant variant, const Targe
     sig.num_outputs = call.num_outputs;
     for (int k = 0; k < nops; ++k) sig.operands.push_back({operand(k).dtype, {}, {}});
     const size_t cls = static_cast<size_t>(classOf(computeDtype(sig)));
-    const std::string& why = recipe.unsupported[(cls << recipe.scalars.size()) | present];
+    const std::string& why = recipe.pointwiseSupport(static_cast<ComputeClass>(cls), present);
     if (!why.empty()) return reject(why_not, recipe.id + ": " + why);
   } else if (recipe.kind == RecipeKind::Row) {
     if (ref.ndim > 0) {

@@ -3,7 +3,10 @@
 // the layout of the `flagos_meta` struct.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -66,9 +69,16 @@ struct Recipe {
   int32_t num_outputs = 1;
   // Pointwise.
   ExprPtr expr;
-  // Empty when (compute class, present-scalars mask) can be generated, else
-  // why not; index = class << num_scalars | mask. Filled by makeRecipe.
-  std::vector<std::string> unsupported;
+  // Why (compute class, present-scalars mask) cannot be generated, "" when
+  // it can (Note [Support checks on first use]).
+  const std::string& pointwiseSupport(ComputeClass cls, uint32_t present_mask) const;
+  struct SupportEntry {
+    std::atomic<bool> known{false};
+    std::string why;  // written once, before known
+  };
+  // index = class << num_scalars | mask; sized by makeRecipe.
+  std::unique_ptr<SupportEntry[]> support;
+  mutable std::mutex support_mu;
   // Reduce / Row.
   Reducer reducer = Reducer::Sum;
   DimsArg dims_arg = DimsArg::All;

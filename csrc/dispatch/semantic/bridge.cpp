@@ -627,10 +627,13 @@ class SemanticKernel final : public c10::OperatorKernel {
   }
 
  public:
-  // Resolves the schema facts now instead of on the first call (done at
-  // initialize for the overloads an earlier process used).
+  // Resolves the schema facts and the generator's recipe now instead of on
+  // the first call (done at initialize for the overloads an earlier process
+  // used). A recipe is ~20-90 us: parsing a gelu-like expression and one
+  // lowering (Note [Support checks on first use]).
   void prepare(const c10::OperatorHandle& op) {
     std::call_once(analyzed_, [&] { analyze(op); });
+    hasGeneratedKernel(op_index_);
   }
 
   // Note [Shape inference across processes]: this overload's signatures
@@ -1040,7 +1043,7 @@ static void loadShapeStore() {
       SemanticKernel* k = it == index.end() ? nullptr : SemanticKernel::registry()[it->second];
       if (!k) continue;
       k->importShape(s);
-      if (!prepared[it->second]) {  // its schema analysis too, off the first call
+      if (!prepared[it->second]) {  // its schema analysis and recipe too, off the first call
         prepared[it->second] = true;
         const size_t dot = s.overload.find('.');
         const auto op = c10::Dispatcher::singleton().findSchema(

@@ -96,6 +96,29 @@ TEST(Recipes, ReductionsAndRows) {
   EXPECT_NE(why.find("gemm"), std::string::npos);
 }
 
+// Note [Support checks on first use]: makeRecipe lowers only until one
+// combination works; the others are lowered when asked and the answer kept.
+TEST(Recipes, SupportChecksOnFirstUse) {
+  std::string why;
+  auto gelu = makeRecipe(catalogOp("gelu"), &why);
+  ASSERT_TRUE(gelu) << why;
+  ASSERT_EQ(gelu->scalars.size(), 1u);  // approximate: optional
+  // float32 with `approximate` present: checked by makeRecipe itself.
+  EXPECT_TRUE(gelu->support[(1u << 1) | 1u].known.load());
+  EXPECT_FALSE(gelu->support[(0u << 1) | 0u].known.load()) << "int class lowered eagerly";
+  // Asked now, the same answer as lowering it directly, and kept.
+  const std::string& absent = gelu->pointwiseSupport(ComputeClass::Int, 0);
+  EXPECT_EQ(absent, checkPointwise(*gelu, ComputeClass::Int, 0));
+  EXPECT_NE(absent.find("approximate"), std::string::npos) << absent;
+  EXPECT_TRUE(gelu->support[0].known.load());
+  EXPECT_EQ(&absent, &gelu->pointwiseSupport(ComputeClass::Int, 0));
+  EXPECT_EQ("", gelu->pointwiseSupport(ComputeClass::F64, 1));
+  // An expression that lowers for no combination still has no recipe.
+  OpInfo never{"never", "pointwise", "self + missing", {"self"}, {}, 1};
+  EXPECT_FALSE(makeRecipe(never, &why));
+  EXPECT_NE(why.find("missing"), std::string::npos) << why;
+}
+
 // Every generated pointwise kernel compiles, for a float and (where the
 // catalog allows) an integer and a bool dtype, generic and specialized.
 TEST(Recipes, EveryPointwiseKernelCompiles) {
