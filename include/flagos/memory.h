@@ -59,7 +59,8 @@ typedef struct flagosMemoryTable {
 
   /** Fill @p count elements of @p pattern_size bytes (1, 2, 4 or 8) at
    * device address @p dst with the pattern, enqueued on @p stream.
-   * Used for fill_/zero_ of contiguous tensors.
+   * Used for fill_/zero_ of contiguous tensors. @p pattern is read before
+   * the call returns (the core passes a temporary).
    * @returns FLAGOS_ERROR_INVALID_ARGUMENT for other pattern sizes. */
   flagosStatus_t (*memFill)(void* dst, const void* pattern, uint32_t pattern_size, uint64_t count,
                             flagosStream_t stream);

@@ -151,6 +151,28 @@ def test_item_sees_queued_work():
     assert y.item() == 512 * 512 * 512
 
 
+@pytest.mark.parametrize(
+    "dtype, scalar", [(torch.int64, 1), (torch.float32, 0.5), (torch.float64, 3), (torch.int32, 7)]
+)
+def test_cpu_scalar_operands_are_filled_not_copied(dtype, scalar):
+    # Note [CPU scalars are filled, not copied]: num_batches_tracked.add_(1)
+    # must not be a host-to-device copy (which synchronizes the stream).
+    import flagos_torchfl as ft
+
+    cpu = make((3, 4), dtype)
+    dev = cpu.to("flagos")
+    before = ft.op_stats()
+    dev.add_(scalar)
+    out = dev.mul(torch.tensor(scalar))  # an explicit CPU 0-dim tensor too
+    after = ft.op_stats()
+    changed = {k for k, v in after.items() if before.get(k) != v}
+    assert "aten::_copy_from" not in changed, changed
+    assert "aten::fill_.Scalar" in changed, changed
+    assert torch.equal(dev.cpu(), cpu.add_(scalar))
+    assert torch.equal(out.cpu(), cpu.mul(torch.tensor(scalar)))
+    assert out.dtype == cpu.mul(torch.tensor(scalar)).dtype
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16, torch.bool], ids=str)
 def test_fill_and_zero_on_non_contiguous(dtype):
     cpu = make((6, 8), dtype)

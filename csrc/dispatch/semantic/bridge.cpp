@@ -785,6 +785,14 @@ class SemanticKernel final : public c10::OperatorKernel {
     if (static_cast<int>(outputs.size()) < 1) return Native::Skip;
 
     // Pointwise: promote and broadcast the inputs.
+    // Note [CPU scalars are filled, not copied]
+    // A CPU 0-dim input (ATen's wrapped scalar: add_(1), mul(x, 0.5) on a
+    // tensor) becomes a device tensor by fill_, enqueued on the stream like
+    // any kernel (memFill reads the pattern before it returns). A .to() is a
+    // host-to-device copy from pageable memory, which synchronizes the stream
+    // (Note [Copies are ordered on the current stream]): BatchNorm's
+    // num_batches_tracked.add_(1) stalled every training step until all the
+    // work queued before it had finished (host CNN step: 1.3 ms of waiting).
     const at::Tensor& out0 = outputs[0];
     const bool pointwise = spec_.family == Family::Pointwise;
     if (pointwise && spec_.promote_mask) {
@@ -797,8 +805,12 @@ class SemanticKernel final : public c10::OperatorKernel {
         at::Tensor& t = inputs[i];
         if (!t.defined()) continue;
         const bool promoted = spec_.promote_mask >> i & 1u;
-        if (t.device() != *device || (promoted && t.scalar_type() != common)) {
-          t = t.to(*device, promoted ? common : t.scalar_type());
+        const at::ScalarType dtype = promoted ? common : t.scalar_type();
+        if (t.device() != *device) {
+          // Note [CPU scalars are filled, not copied]
+          t = at::empty({}, t.options().device(*device).dtype(dtype)).fill_(t.item());
+        } else if (dtype != t.scalar_type()) {
+          t = t.to(dtype);
         }
       }
     }
