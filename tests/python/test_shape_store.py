@@ -82,3 +82,31 @@ def test_the_default_dtype_is_part_of_a_stored_signature(tmp_path):
         )
         got, want, got2, want2 = json.loads(check_ok(proc).strip().splitlines()[-1])
         assert (got, got2) == (want, want2) == (f"torch.{dtype}", "torch.float32"), dtype
+
+
+OTHER = """
+import torch, flagos_torchfl as ft
+ft.initialize("host")
+x = torch.randn(4, 9)
+torch.testing.assert_close(torch.tanh(x.to("flagos")).relu().cpu(), torch.tanh(x).relu())
+"""
+
+
+def overloads(store) -> set[str]:
+    return {line.split()[0] for line in store.read_text().splitlines()[1:]}
+
+
+def test_scripts_run_in_turn_keep_each_others_shapes(tmp_path):
+    # The last process writes its own signatures first, then the ones it
+    # loaded and did not use: the first script's survive the second one.
+    run(tmp_path)
+    store = next(tmp_path.glob("shapes-*.txt"))
+    first = overloads(store)
+    assert {"gelu", "_softmax"} <= first, first
+    check_ok(python_subprocess(OTHER, timeout=300, FLAGOS_CACHE_DIR=str(tmp_path)))
+    both = overloads(store)
+    assert first <= both and {"tanh", "relu"} <= both, (first, both)
+    lines = store.read_text().splitlines()
+    assert lines[1].split()[0] in {"tanh", "relu"}, lines[:3]  # this process's first
+    assert len(lines) - 1 == len(set(lines[1:])), "an entry written twice"
+    assert run(tmp_path)["loaded"] == len(lines) - 1

@@ -1027,6 +1027,12 @@ std::vector<std::string> catalogRoutes() {
 }  // namespace
 
 // Note [Shape inference across processes]: load at initialize, save at exit.
+// What loadShapeStore read: kept for the merge at exit (leaked: exit reads it).
+static std::vector<StoredShape>& earlierShapes() {
+  static auto* shapes = new std::vector<StoredShape>();
+  return *shapes;
+}
+
 static void saveShapeStore() {
   try {
     const std::string path = shapeStorePath();
@@ -1034,6 +1040,7 @@ static void saveShapeStore() {
     std::vector<StoredShape> shapes;
     for (const SemanticKernel* k : SemanticKernel::registry())
       if (k) k->exportShapes(&shapes);
+    shapes = mergeShapes(std::move(shapes), earlierShapes());
     if (!shapes.empty()) writeShapeStore(path, shapes);
   } catch (...) {  // at exit: losing the store only costs the next start
   }
@@ -1064,6 +1071,7 @@ static void loadShapeStore() {
         if (op) k->prepare(*op);
       }
     }
+    earlierShapes() = std::move(shapes);
   }
   static const bool saved_at_exit = (std::atexit(saveShapeStore), true);
   (void)saved_at_exit;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 #include "dispatch/semantic/catalog.h"
 #include "dispatch/semantic/generated_tier.h"
@@ -101,6 +102,23 @@ bool writeShapeStore(const std::string& path, const std::vector<StoredShape>& sh
     text << '\n';
   }
   return kernels::writeFileAtomically(path, text.str());
+}
+
+std::vector<StoredShape> mergeShapes(std::vector<StoredShape> used,
+                                     const std::vector<StoredShape>& earlier) {
+  if (used.size() > kMaxStoredShapes) used.resize(kMaxStoredShapes);
+  std::unordered_set<std::string> seen;
+  auto id = [](const StoredShape& s) {
+    std::string k = s.overload;
+    for (int64_t v : s.key) k += ' ' + std::to_string(v);
+    return k;
+  };
+  for (const StoredShape& s : used) seen.insert(id(s));
+  for (const StoredShape& s : earlier) {
+    if (used.size() >= kMaxCarriedShapes) break;
+    if (seen.insert(id(s)).second) used.push_back(s);
+  }
+  return used;
 }
 
 }  // namespace flagos::semantic
