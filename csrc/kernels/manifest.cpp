@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <unordered_set>
 
 #include "kernels/disk_store.h"
 
@@ -97,6 +98,17 @@ bool writeManifest(const std::string& path, const Manifest& manifest) {
     text << "\n";
   }
   return writeFileAtomically(path, text.str());
+}
+
+Manifest mergeManifests(Manifest used, const Manifest& earlier) {
+  if (used.kernels.size() > kManifestKeys) used.kernels.resize(kManifestKeys);
+  std::unordered_set<KernelKey, KernelKeyHash> seen;
+  for (const UsedKernel& k : used.kernels) seen.insert(k.key);
+  for (const UsedKernel& k : earlier.kernels) {
+    if (used.kernels.size() >= kManifestKeys) break;
+    if (seen.insert(k.key).second) used.kernels.push_back(k);
+  }
+  return used;
 }
 
 }  // namespace flagos::kernels

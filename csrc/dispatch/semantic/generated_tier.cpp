@@ -250,6 +250,7 @@ struct DeviceGenerator {
   std::unique_ptr<FirstLaunches> first_launches;  // with a manifest only
   kernels::Target target;
   std::string manifest_path;  // Note [Kernel preload]; "" without a cache dir
+  kernels::Manifest earlier;  // the manifest read at creation, merged at exit
   // Calls seen per specialized key (FLAGOS_SPECIALIZE=after:N); bounded.
   std::mutex seen_mu;
   std::unordered_map<kernels::KernelKey, int64_t, kernels::KernelKeyHash> seen;
@@ -327,10 +328,14 @@ class Generators {
   // throws (it runs at exit); a failed write only loses the preload.
   static void writeManifest(const DeviceGenerator& d) {
     if (d.manifest_path.empty() || !preloadEnabledNoThrow()) return;
-    kernels::Manifest m;
-    m.fp64 = d.target.fp64;
-    m.kernels = d.cache->usedKernels();
-    if (!m.kernels.empty()) kernels::writeManifest(d.manifest_path, m);
+    try {
+      kernels::Manifest m;
+      m.fp64 = d.target.fp64;
+      m.kernels = d.cache->usedKernels();
+      if (m.kernels.empty()) return;  // nothing new: the file stays as it is
+      kernels::writeManifest(d.manifest_path, kernels::mergeManifests(std::move(m), d.earlier));
+    } catch (...) {  // bad_alloc at exit: the next process just preloads less
+    }
   }
   static bool preloadEnabledNoThrow() {
     try {
@@ -383,6 +388,7 @@ class Generators {
       d->first_launches = std::make_unique<FirstLaunches>(physical, manifest.kernels);
       FirstLaunches* first = d->first_launches.get();  // lives as long as the cache's pool
       d->cache->preload(keys, [first](const auto& loaded) { first->run(loaded); });
+      d->earlier = std::move(manifest);
     }
     return d;
   }

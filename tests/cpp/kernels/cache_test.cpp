@@ -585,6 +585,31 @@ TEST(Manifest, RoundTripAndRejectsGarbage) {
   fs::remove_all(tmpl, ec);
 }
 
+// The last process's keys first, then the earlier manifest's others (with
+// their launch shapes), never a key twice, never more than kManifestKeys.
+TEST(Manifest, MergeKeepsEarlierKeysAfterThisProcesss) {
+  Manifest earlier, used;
+  earlier.fp64 = false;
+  earlier.kernels = {{keyOf(1), {{0}, {64}}}, {keyOf(2), {{0, 8}, {128}}}, {keyOf(3), {}}};
+  used.fp64 = true;
+  used.kernels = {{keyOf(3), {{0}, {32}}}, {keyOf(4), {}}};
+  const Manifest m = mergeManifests(used, earlier);
+  EXPECT_TRUE(m.fp64);
+  ASSERT_EQ(4u, m.kernels.size());
+  const KernelKey order[] = {keyOf(3), keyOf(4), keyOf(1), keyOf(2)};
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(order[i], m.kernels[i].key) << i;
+  EXPECT_EQ(std::vector<uint64_t>{32}, m.kernels[0].shape.globals) << "this process's shapes";
+  EXPECT_EQ(std::vector<uint64_t>{128}, m.kernels[3].shape.globals) << "carried with the key";
+
+  Manifest many;
+  for (int i = 0; i < static_cast<int>(kManifestKeys); ++i)
+    many.kernels.push_back({keyOf(100 + i), {}});
+  const Manifest capped = mergeManifests(used, many);
+  ASSERT_EQ(kManifestKeys, capped.kernels.size());
+  EXPECT_EQ(keyOf(3), capped.kernels[0].key);
+  EXPECT_EQ(keyOf(100), capped.kernels[2].key);
+}
+
 // The destructor waits for running builds and frees every program
 // (TearDown checks g_live); queued builds are dropped.
 TEST_F(CacheTest, DestructorJoinsPoolAndFreesPrograms) {
