@@ -5,8 +5,9 @@ backend with a compiler table (host: the system C compiler; opencl: PoCL):
      (pointwise add, GELU, row softmax, sum over a dim): P50 per call;
   2. a new shape's first call (generic kernel already built) vs the steady
      state of that shape — target <= 3x;
-  3. a fresh process's first iteration of a small MLP step with a warm disk
-     cache vs its steady state — target <= 1.3x; and with a cold cache. Two
+  3. a fresh process's first iteration of a training step with a warm disk
+     cache vs its steady state — target <= 1.3x; and with a cold cache; for
+     a small MLP (~1 ms a step) and a small CNN (--fresh-models). Two
      variants: raw (the flagos iteration is the process's first torch work)
      and torch-warmed (one iteration of the same model on CPU first, so that
      PyTorch's own cold start is not counted), on opencl each with the SDK
@@ -17,7 +18,7 @@ Every configuration runs in its own process (the environment selects backend,
 specialization policy and cache folder). Ratios are against the same run.
 
     python3 benchmarks/bench_generated.py [--backends host,opencl] [--repeat 30]
-        [--sections kernels,new-shape,fresh] [--fresh-runs 5]
+        [--sections kernels,new-shape,fresh] [--fresh-runs 5] [--fresh-models mlp,cnn]
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ FRESH = """
 torch.manual_seed(0)
 def make():
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 10))
+    return MODEL
 def step(model, opt, x, y):
     opt.zero_grad()
     loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -96,11 +97,11 @@ def step(model, opt, x, y):
 cpu_first = 0.0
 if WARM_TORCH:  # torch's own cold start, on CPU, before anything runs on flagos
     cm = make(); co = torch.optim.SGD(cm.parameters(), lr=0.1)
-    cx, cy = torch.randn(32, 64), torch.randint(0, 10, (32,))
+    cx, cy = torch.randn(INPUT), torch.randint(0, 10, (BATCH,))
     t0 = time.perf_counter(); step(cm, co, cx, cy); cpu_first = time.perf_counter() - t0
 model = make().to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-x, y = torch.randn(32, 64, device=dev), torch.randint(0, 10, (32,), device=dev)
+x, y = torch.randn(INPUT, device=dev), torch.randint(0, 10, (BATCH,), device=dev)
 def it():
     step(model, opt, x, y)
 sync()
@@ -113,24 +114,38 @@ print(json.dumps({"first": first, "second": second, "steady": steady, "cpu_first
                   "sync_builds": s["sync_builds"], "disk_hits": s["disk_hits"]}))
 """
 
+# The fresh-process models: (module expression, input shape, batch).
+NN = "torch.nn."
+FRESH_MODELS = {
+    # ~1 ms a step on opencl: fixed per-process costs dominate.
+    "mlp": (f"{NN}Sequential({NN}Linear(64, 128), {NN}GELU(), {NN}Linear(128, 10))", "32, 64", 32),
+    # ~16 ms a step on opencl (convolutions as im2col + GEMM, batch norm, pooling).
+    "cnn": (
+        f"{NN}Sequential({NN}Conv2d(3, 16, 3, padding=1), {NN}BatchNorm2d(16), {NN}ReLU(), "
+        f"{NN}MaxPool2d(2), {NN}Conv2d(16, 32, 3, padding=1), {NN}BatchNorm2d(32), {NN}ReLU(), "
+        f"{NN}AdaptiveAvgPool2d(1), {NN}Flatten(), {NN}Linear(32, 10))",
+        "8, 3, 32, 32",
+        8,
+    ),
+}
+
+
+def fresh_code(model: str) -> str:
+    module, shape, batch = FRESH_MODELS[model]
+    return FRESH.replace("MODEL", module).replace("INPUT", shape).replace("BATCH", str(batch))
+
 
 # The same step on native CPU in a fresh process: PyTorch's own first
 # iteration is far above its steady state (lazy initialization everywhere),
 # so the fair yardstick for a fresh flagos process is CPU's first iteration.
-CPU_FRESH = (
-    FRESH.replace("dev = torch.device", "_ = torch.device")
-    .replace(".to(dev)", "")
-    .replace(", device=dev", "")
-)
-
-
-def cpu_fresh(repeat: int, warm_torch: bool = False) -> dict:
+def cpu_fresh(repeat: int, warm_torch: bool = False, model: str = "mlp") -> dict:
+    cpu_code = fresh_code(model).replace(".to(dev)", "").replace(", device=dev", "")
     script = (
         "import json, time, statistics, torch\n"
         "T_INIT = time.perf_counter()\n"
         "def sync():\n    pass\n"
         + COMMON.split("def p50", 1)[1].join(["def p50", ""])
-        + CPU_FRESH.replace("REPEAT", str(repeat))
+        + cpu_code.replace("REPEAT", str(repeat))
         .replace("WARM_TORCH", repr(warm_torch))
         .replace("s = ft.kernel_cache_stats()", "s = {'sync_builds': 0, 'disk_hits': 0}")
     )
@@ -160,14 +175,16 @@ def us(seconds: float) -> str:
     return f"{seconds * 1e6:,.0f} us" if seconds < 0.1 else f"{seconds * 1e3:,.1f} ms"
 
 
-def fresh_section(backend: str, repeat: int, runs: int, cpu: dict) -> None:
+def fresh_section(backend: str, model: str, repeat: int, runs: int, cpu: dict) -> None:
     """Fresh processes on one warm disk cache: raw (the flagos iteration is the
     process's first torch work) and torch-warmed (one CPU iteration of the
     same model first, so torch's own cold start is not counted), each with
     the opencl SDK warm-up on and off; medians over --fresh-runs processes."""
+    code = fresh_code(model)
+    print(f"\n### {model}\n")
     with tempfile.TemporaryDirectory() as cache:
         env = {"FLAGOS_CACHE_DIR": cache, "FLAGOS_SPECIALIZE": "off"}
-        cold = run(FRESH, backend, repeat, **env)
+        cold = run(code, backend, repeat, **env)
         print(
             f"fresh process, cold cache: first iteration {us(cold['first'])}, steady "
             f"{us(cold['steady'])}: first/steady {cold['first'] / cold['steady']:.2f}x "
@@ -178,7 +195,7 @@ def fresh_section(backend: str, repeat: int, runs: int, cpu: dict) -> None:
         results: dict[tuple[str, bool], list[dict]] = {v: [] for v in variants}
         for _ in range(runs):  # interleaved: every variant sees the same machine
             for warmup, warm_torch in variants:
-                r = run(FRESH, backend, repeat, warm_torch, FLAGOS_OPENCL_WARMUP=warmup, **env)
+                r = run(code, backend, repeat, warm_torch, FLAGOS_OPENCL_WARMUP=warmup, **env)
                 results[(warmup, warm_torch)].append(r)
         print(
             "\n| SDK warm-up | torch warmed on CPU first | first iteration | second | steady "
@@ -208,21 +225,30 @@ def main() -> None:
         help="comma-separated subset of kernels,new-shape,fresh",
     )
     ap.add_argument("--fresh-runs", type=int, default=5, help="fresh processes per variant")
+    ap.add_argument(
+        "--fresh-models",
+        default="mlp,cnn",
+        help=f"models of the fresh section: comma-separated subset of {','.join(FRESH_MODELS)}",
+    )
     args = ap.parse_args()
     sections = set(args.sections.split(","))
-    cpu = cpu_fresh(args.repeat)
-    print(
-        f"native CPU, fresh process: first iteration {us(cpu['first'])}, second "
-        f"{us(cpu['second'])}, steady {us(cpu['steady'])}: first/steady "
-        f"{cpu['first'] / cpu['steady']:.1f}x"
-    )
-    if "fresh" in sections:
+    models = args.fresh_models.split(",")
+    cpus = {}
+    for model in models if "fresh" in sections else ["mlp"]:
+        cpu = cpus[model] = cpu_fresh(args.repeat, model=model)
+        print(
+            f"native CPU, {model}, fresh process: first iteration {us(cpu['first'])}, second "
+            f"{us(cpu['second'])}, steady {us(cpu['steady'])}: first/steady "
+            f"{cpu['first'] / cpu['steady']:.1f}x"
+        )
+        if "fresh" not in sections:
+            continue
         # PyTorch's own floor for the "torch warmed" rows: the same protocol on
         # CPU (one iteration of a first model, then a new model's first one).
-        warm = [cpu_fresh(args.repeat, warm_torch=True) for _ in range(args.fresh_runs)]
+        warm = [cpu_fresh(args.repeat, True, model) for _ in range(args.fresh_runs)]
         ratio = statistics.median(r["first"] / r["steady"] for r in warm)
         print(
-            f"native CPU, torch warmed on CPU first, new model: first iteration "
+            f"native CPU, {model}, torch warmed on CPU first, new model: first iteration "
             f"{us(statistics.median(r['first'] for r in warm))}, steady "
             f"{us(statistics.median(r['steady'] for r in warm))}: first/steady {ratio:.2f}x "
             f"(median of {args.fresh_runs} processes)"
@@ -266,7 +292,8 @@ def main() -> None:
                     f"compiles on the calling thread in total: {ns['sync_builds']}"
                 )
         if "fresh" in sections:
-            fresh_section(backend, args.repeat, args.fresh_runs, cpu)
+            for model in models:
+                fresh_section(backend, model, args.repeat, args.fresh_runs, cpus[model])
 
 
 if __name__ == "__main__":
