@@ -17,6 +17,9 @@
 #include <clblast_c.h>
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "../opencl.h"
 #include "flagos/kernel.h"
@@ -86,6 +89,24 @@ flagosStatus_t blasFailure(const char* op, int code);
 // which). nullptr with *error set when it fails (helpers.cpp).
 cl_program buildSmallProgram(Device* device, const char* source, const std::string& options,
                              bool* fp64, std::string* error);
+
+// The plugin's own programs (loss.cpp, gemm_small.cpp): one T per OpenCL
+// context, made and passed to @p build on first use, never destroyed. The
+// program keeps its context alive, so a context handle is never reused
+// while its entry lives (after a shutdown and a new init the old entry is
+// just unused).
+template <typename T>
+T* perContext(Device* device, void (*build)(Device*, T*)) {
+  static std::mutex mu;
+  static auto* items = new std::map<cl_context, std::unique_ptr<T>>();
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<T>& item = (*items)[device->context];
+  if (!item) {
+    item = std::make_unique<T>();
+    build(device, item.get());
+  }
+  return item.get();
+}
 
 // Per-device helper kernels (helpers.cpp), built on first use.
 struct Helpers;

@@ -31,7 +31,6 @@
 // it (0: CLBlast always). Measured on PoCL only: on a GPU CLBlast's tuned
 // kernels may win earlier, and the limit is the knob for that.
 #include <climits>
-#include <map>
 #include <string>
 
 #include "blas.h"
@@ -120,20 +119,6 @@ void build(Device* device, SmallGemmProgram* p) {
   }
 }
 
-// Built on first use, per context, and never destroyed (as the loss
-// program: it keeps its context alive, so a context handle is not reused).
-SmallGemmProgram* programFor(Device* device) {
-  static std::mutex mu;
-  static auto* programs = new std::map<cl_context, std::unique_ptr<SmallGemmProgram>>();
-  std::lock_guard<std::mutex> lock(mu);
-  auto& p = (*programs)[device->context];
-  if (!p) {
-    p = std::make_unique<SmallGemmProgram>();
-    build(device, p.get());
-  }
-  return p.get();
-}
-
 // Offsets of one matrix's elements from its base: (rows-1)*rs + (cols-1)*cs.
 bool fitsInt(int64_t rows, int64_t rs, int64_t cols, int64_t cs) {
   if (rs >= INT_MAX || cs >= INT_MAX) return false;  // and the products below cannot overflow
@@ -171,7 +156,7 @@ bool smallGemmFits(const Device* device, const SmallGemm& g) {
 }
 
 SmallGemmProgram* smallGemmProgram(Device* device) {
-  SmallGemmProgram* p = programFor(device);
+  SmallGemmProgram* p = perContext(device, build);
   return p->kernel[0] == nullptr ? nullptr : p;
 }
 

@@ -38,7 +38,6 @@
 #include <algorithm>
 #include <climits>
 #include <initializer_list>
-#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -176,21 +175,6 @@ void build(Device* device, LossProgram* p) {
   p->bad = clCreateBuffer(device->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof(none),
                           const_cast<cl_int*>(&none), &error);
   if (p->bad == nullptr) p->error = "clCreateBuffer: " + clErrorName(error);
-}
-
-// Built on first use, per context. Never destroyed: the program keeps its
-// context alive, so a context handle is never reused while its entry lives
-// (after a shutdown and a new init the old entry is just unused).
-LossProgram* programFor(Device* device) {
-  static std::mutex mu;
-  static auto* programs = new std::map<cl_context, std::unique_ptr<LossProgram>>();
-  std::lock_guard<std::mutex> lock(mu);
-  auto& p = (*programs)[device->context];
-  if (!p) {
-    p = std::make_unique<LossProgram>();
-    build(device, p.get());
-  }
-  return p.get();
 }
 
 // A tensor's buffer and byte offset.
@@ -374,7 +358,7 @@ flagosStatus_t lossBody(const char* op, bool backward, bool two_d, flagosStream_
   if (st != FLAGOS_SUCCESS) return st;
   const flagosDtype_t dt = backward ? o[0].dtype : in[0].dtype;
   std::optional<CompileLock> compiling(std::in_place);  // a build, a first launch
-  LossProgram* p = programFor(stream->device);
+  LossProgram* p = perContext(stream->device, build);
   if (!p->ok() || (dt == FLAGOS_DTYPE_FLOAT64 && p->forward[1] == nullptr)) {
     return fail(FLAGOS_ERROR_NOT_SUPPORTED, "opencl %s: loss program unavailable: %s", op,
                 p->error.c_str());
@@ -428,7 +412,7 @@ void addLossKernels(void (*add)(const char*, flagosKernelFn)) {
 }
 
 void warmUpLoss(Device* device, cl_command_queue queue) {
-  LossProgram* p = programFor(device);
+  LossProgram* p = perContext(device, build);
   if (!p->ok()) return;
   constexpr int64_t kRows = 4, kClasses = 4;
   cl_int error = CL_SUCCESS;
