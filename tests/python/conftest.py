@@ -40,6 +40,14 @@ except ImportError as err:  # the core is not built (yet)
     if os.environ.get("CI"):
         raise
 
+# Tests of the opencl plugin itself (they start fresh interpreters on it) skip
+# where it is not built: `pytestmark = NEEDS_OPENCL_PLUGIN`.
+OPENCL_PLUGIN = Path(ft.__file__).resolve().parent / "plugins" / "libflagos_opencl.so"
+NEEDS_OPENCL_PLUGIN = pytest.mark.skipif(
+    CORE_ERROR is not None or not OPENCL_PLUGIN.exists(),
+    reason=CORE_ERROR or f"{OPENCL_PLUGIN} is not built",
+)
+
 # The backend under test: host, unless FLAGOS_BACKEND names another (CI runs
 # the OpInfo sweep and the model tests a second time with FLAGOS_BACKEND=opencl).
 BACKEND = ft.config.backend() or "host"

@@ -9,18 +9,10 @@ device.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import flagos_torchfl as ft
 import pytest
-from conftest import CORE_ERROR, check_ok, python_subprocess
+from conftest import NEEDS_OPENCL_PLUGIN, check_ok, python_subprocess
 
-PLUGIN = Path(ft.__file__).resolve().parent / "plugins" / "libflagos_opencl.so"
-
-pytestmark = pytest.mark.skipif(
-    CORE_ERROR is not None or not PLUGIN.exists(),
-    reason=CORE_ERROR or f"{PLUGIN} is not built",
-)
+pytestmark = NEEDS_OPENCL_PLUGIN
 
 PREFIX = "flagos opencl warm-up:"
 
