@@ -1,9 +1,10 @@
 """GEMM via flagos vs direct CLBlast on the opencl plugin.
 
 torch.mm / addmm / bmm on the `flagos` device (FLAGOS_BACKEND=opencl, whose
-kernel table runs CLBlast SGEMM) against the same CLBlast routine called
-straight through its C API (ctypes) on a context and queue of its own, as
-benchmarks/clblast_direct.cpp does. Both sides time one call + a device
+kernel table runs CLBlast SGEMM, and its own small-GEMM kernel up to
+FLAGOS_OPENCL_SMALL_GEMM multiply-adds: Note [Small GEMMs]) against the same
+CLBlast routine called straight through its C API (ctypes) on a context and
+queue of its own, as benchmarks/clblast_direct.cpp does. Both sides time one call + a device
 synchronize (direct: clFinish).
 
 The two sides are interleaved in ONE process, call by call: each round
@@ -262,12 +263,16 @@ def parse_case(text: str) -> tuple[str, int, int, int, int]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
-        "--sizes", type=int, nargs="+", default=[128, 256, 512, 768, 1024], help="square mm sizes"
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[16, 64, 128, 256, 512, 768, 1024],
+        help="square mm sizes",
     )
     p.add_argument(
         "--cases",
         nargs="*",
-        default=["addmm:256x512x256", "bmm:8x128"],
+        default=["addmm:32x10x256", "addmm:256x512x256", "bmm:8x128"],
         help="more: addmm:MxNxK, bmm:BxN, bmm:BxMxNxK",
     )
     p.add_argument("--iters", type=int, default=10, help="call pairs per case and round")
