@@ -94,17 +94,18 @@ cl_program buildSmallProgram(Device* device, const char* source, const std::stri
 // context, made and passed to @p build on first use, never destroyed. The
 // program keeps its context alive, so a context handle is never reused
 // while its entry lives (after a shutdown and a new init the old entry is
-// just unused).
+// just unused). With @p build NULL: the existing one, or nullptr.
 template <typename T>
 T* perContext(Device* device, void (*build)(Device*, T*)) {
   static std::mutex mu;
   static auto* items = new std::map<cl_context, std::unique_ptr<T>>();
   std::lock_guard<std::mutex> lock(mu);
+  auto it = items->find(device->context);
+  if (it != items->end()) return it->second.get();
+  if (build == nullptr) return nullptr;
   std::unique_ptr<T>& item = (*items)[device->context];
-  if (!item) {
-    item = std::make_unique<T>();
-    build(device, item.get());
-  }
+  item = std::make_unique<T>();
+  build(device, item.get());
   return item.get();
 }
 
@@ -162,8 +163,12 @@ struct SmallGemm {
 bool smallGemmFits(const Device* device, const SmallGemm& g);
 struct SmallGemmProgram;
 // The device's program, built on first use; nullptr when it did not build
-// (the caller then uses CLBlast).
+// (the caller then uses CLBlast). Call under the compile lock unless
+// smallGemmWarm().
 SmallGemmProgram* smallGemmProgram(Device* device);
+// Whether the kernel for @p dt is built and was launched once on @p device:
+// its one work-group size is compiled, so calls need no compile lock.
+bool smallGemmWarm(Device* device, flagosDtype_t dt);
 // Enqueues @p g; call inside flagosStream_st::enqueue. @p event may be NULL.
 cl_int enqueueSmallGemm(SmallGemmProgram* p, cl_command_queue q, flagosDtype_t dt,
                         const SmallGemm& g, cl_event* event);

@@ -13,6 +13,7 @@
 // C contains NaNs"; its direct and indirect GEMM kernels branch on
 // IsZero(beta)), so only an older CLBlast gets a zeroing kernel first. Skipping it saves one
 // command per mm/bmm, ~10-40 us on PoCL (Note [GEMM overhead] below).
+#include <optional>
 #include <utility>
 
 #include "blas.h"
@@ -133,6 +134,8 @@ flagosStatus_t smallGemm(const char* op, flagosStream_t stream, flagosDtype_t dt
     if (st != FLAGOS_SUCCESS) return st;
     g.self = MatArg{self.buffer, self.offset, self.strides[0], self.strides[1], self.strides[2]};
   }
+  std::optional<CompileLock> compiling;  // a build or a first launch (Note [Small GEMMs])
+  if (!smallGemmWarm(stream->device, dt)) compiling.emplace();
   SmallGemmProgram* program = smallGemmProgram(stream->device);
   if (program == nullptr) return FLAGOS_ERROR_NOT_SUPPORTED;
   const cl_int error = stream->enqueue([&](cl_command_queue q, cl_event* event) {
@@ -173,6 +176,9 @@ flagosStatus_t gemmBody(flagosStream_t stream, const flagosTensor* o, int32_t no
           smallGemm<kRank, kWithSelf>(op, stream, dt, in, out, A, B, alpha, beta);
       st != FLAGOS_ERROR_NOT_SUPPORTED)
     return st;
+  // CLBlast builds its kernels on first use (any call may), and so does the
+  // helper program.
+  const CompileLock compiling;
   MatView c = matrixOf(out), a = matrixOf(A), b = matrixOf(B);
   int64_t sa = kRank == 3 ? A.strides[0] : 0, sb = kRank == 3 ? B.strides[0] : 0;
   cl_mem abuf = A.buffer, bbuf = B.buffer;
@@ -242,7 +248,6 @@ template <int kRank, bool kWithSelf>
 flagosStatus_t gemmKernel(flagosStream_t stream, const flagosTensor* o, int32_t no,
                           const flagosTensor* in, int32_t ni, const flagosScalar* sc,
                           int32_t ns) noexcept {
-  const CompileLock compiling;  // CLBlast builds its kernels on first use
   return guard(opName<kRank, kWithSelf>(),
                [&] { return gemmBody<kRank, kWithSelf>(stream, o, no, in, ni, sc, ns); });
 }

@@ -17,7 +17,9 @@
 // offsets could pass 2^31 goes to CLBlast; the bases are longs. Work-groups
 // are always kGroup items wide: PoCL compiles a work-group function per
 // local size on first launch, so one size means one compile (done by the
-// SDK warm-up).
+// SDK warm-up), and after a kernel's first launch its calls take no compile
+// lock (background builds hold that lock for whole LLVM runs; CLBlast's
+// calls keep taking it, as it may compile on any call).
 //
 // Measured interleaved against CLBlast SGEMM + wait, in C on PoCL's CPU
 // device (2 vCPUs; medians of 5 rounds of 200): 16^3 28 vs 39 us, 48^3 42
@@ -30,6 +32,7 @@
 // multiply-adds (batch * M * N * K, 64^3); FLAGOS_OPENCL_SMALL_GEMM moves
 // it (0: CLBlast always). Measured on PoCL only: on a GPU CLBlast's tuned
 // kernels may win earlier, and the limit is the knob for that.
+#include <atomic>
 #include <climits>
 #include <string>
 
@@ -92,8 +95,9 @@ struct SmallGemmProgram {
   bool fp64 = false;
   cl_program program = nullptr;
   cl_kernel kernel[2] = {nullptr, nullptr};  // [float, double]
-  std::string error;  // why the build failed: calls go to CLBlast, not retried
-  std::mutex mu;      // kernel arguments are shared state: set + enqueue under it
+  std::string error;                   // why the build failed: calls go to CLBlast, not retried
+  std::mutex mu;                       // kernel arguments are shared state: set + enqueue under it
+  std::atomic<bool> launched[2] = {};  // per kernel: its work-group function exists
 };
 
 namespace {
@@ -172,7 +176,15 @@ cl_int enqueueSmallGemm(SmallGemmProgram* p, cl_command_queue q, flagosDtype_t d
                             static_cast<size_t>((g.m + kRows - 1) / kRows),
                             static_cast<size_t>(g.batch)};
   const size_t local[3] = {kGroup, 1, 1};
-  return clEnqueueNDRangeKernel(q, k, 3, nullptr, global, local, 0, nullptr, event);
+  const cl_int e2 = clEnqueueNDRangeKernel(q, k, 3, nullptr, global, local, 0, nullptr, event);
+  if (e2 == CL_SUCCESS) p->launched[f64 ? 1 : 0].store(true, std::memory_order_release);
+  return e2;
+}
+
+bool smallGemmWarm(Device* device, flagosDtype_t dt) {
+  const SmallGemmProgram* p = perContext<SmallGemmProgram>(device, nullptr);
+  return p != nullptr &&
+         p->launched[dt == FLAGOS_DTYPE_FLOAT64 ? 1 : 0].load(std::memory_order_acquire);
 }
 
 void warmUpSmallGemm(Device* device, cl_command_queue queue, flagosDtype_t dt, cl_mem buffer) {
