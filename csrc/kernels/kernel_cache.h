@@ -111,6 +111,7 @@ struct CompiledKernel {
 struct UsedKernel {
   KernelKey key;
   LaunchShape shape;
+  uint32_t unused = 0;  // processes since one used it (manifest merge; 0: this one)
 };
 
 // The compiler rejected a generated source (what() holds the build log).

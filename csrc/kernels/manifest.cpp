@@ -1,10 +1,11 @@
 // Note [Kernel preload] (manifest.h): reading and writing the manifest.
-//   flagos-kernel-manifest 2
+//   flagos-kernel-manifest 3
 //   fp64 0|1
-//   <key> <globals> <args>     one kernel per line, first use first
+//   <key> <globals> <args> <unused>     one kernel per line, first use first
 // <key> is KernelKey::toString(); <globals> the launch's global sizes and
 // <args> its argument sizes (0: a device pointer), comma-separated, "-"
-// for none (Note [First launch]).
+// for none (Note [First launch]); <unused> how many processes in a row
+// have not used it. Format 2 (no <unused>) is still read.
 #include "kernels/manifest.h"
 
 #include <cstdlib>
@@ -18,7 +19,8 @@
 namespace flagos::kernels {
 namespace {
 
-constexpr const char* kHeader = "flagos-kernel-manifest 2";
+constexpr const char* kHeader = "flagos-kernel-manifest 3";
+constexpr const char* kHeader2 = "flagos-kernel-manifest 2";  // read: unused 0
 constexpr size_t kMaxArgs = 256;
 
 // "1,2,3" or "-" (empty); false for anything else.
@@ -68,18 +70,23 @@ bool parseKey(const std::string& text, KernelKey* key) {
 bool readManifest(const std::string& path, Manifest* manifest) {
   std::ifstream in(path);
   std::string line;
-  if (!in || !std::getline(in, line) || line != kHeader) return false;
+  if (!in || !std::getline(in, line) || (line != kHeader && line != kHeader2)) return false;
+  const bool with_unused = line == kHeader;
   if (!std::getline(in, line) || (line != "fp64 0" && line != "fp64 1")) return false;
   Manifest m;
   m.fp64 = line == "fp64 1";
   while (std::getline(in, line) && m.kernels.size() < kManifestKeys) {
     std::istringstream fields(line);
-    std::string key, globals, args, extra;
+    std::string key, globals, args, unused = "0", extra;
     UsedKernel k;
-    if (!(fields >> key >> globals >> args) || (fields >> extra) || !parseKey(key, &k.key) ||
+    std::vector<uint32_t> age;
+    if (!(fields >> key >> globals >> args) || (with_unused && !(fields >> unused)) ||
+        (fields >> extra) || !parseKey(key, &k.key) ||
         !parseList(globals, &k.shape.globals, LaunchLog::kGlobals, /*zero_ok=*/false) ||
-        !parseList(args, &k.shape.arg_sizes, kMaxArgs, /*zero_ok=*/true))
+        !parseList(args, &k.shape.arg_sizes, kMaxArgs, /*zero_ok=*/true) ||
+        !parseList(unused, &age, 1, /*zero_ok=*/true))
       return false;
+    k.unused = age[0];
     m.kernels.push_back(std::move(k));
   }
   *manifest = std::move(m);
@@ -95,7 +102,7 @@ bool writeManifest(const std::string& path, const Manifest& manifest) {
     writeList(text, k.shape.globals);
     text << " ";
     writeList(text, k.shape.arg_sizes);
-    text << "\n";
+    text << " " << k.unused << "\n";
   }
   return writeFileAtomically(path, text.str());
 }
@@ -106,7 +113,9 @@ Manifest mergeManifests(Manifest used, const Manifest& earlier) {
   for (const UsedKernel& k : used.kernels) seen.insert(k.key);
   for (const UsedKernel& k : earlier.kernels) {
     if (used.kernels.size() >= kManifestKeys) break;
-    if (seen.insert(k.key).second) used.kernels.push_back(k);
+    if (k.unused >= kManifestMaxUnused || !seen.insert(k.key).second) continue;
+    used.kernels.push_back(k);
+    ++used.kernels.back().unused;
   }
   return used;
 }

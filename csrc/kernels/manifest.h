@@ -12,11 +12,16 @@
 // gone is dropped). The first iteration then finds them in memory, or
 // waits only for the load already in flight. Several processes share a
 // manifest: the last one to exit writes it, its own keys first, then those
-// of the manifest it read that it did not use (mergeManifests), up to
+// of the manifest it read that it did not use (mergeManifests) unless
+// kManifestMaxUnused processes in a row have not used them, up to
 // kManifestKeys in all: re-running a script preloads its kernels first, and
-// two scripts run in turn (training, evaluation) keep each other's (before,
-// the second evicted the first's: an opencl CNN's first step after an MLP
-// run went from ~20 ms to ~115 ms, its ~40 kernels loaded on demand). A
+// two or three scripts run in turn (training, evaluation) keep each other's
+// (when the last process simply won, an opencl CNN's first step after an
+// MLP run went from ~20 ms to ~115 ms, its ~40 kernels loaded on demand).
+// The age bound matters as much: every listed kernel is loaded in the
+// background at start (~2.5 ms each on PoCL), and a manifest grown to 512
+// keys by an OpInfo sweep made a small MLP's first step 15 ms instead of
+// 2.2 ms and its next ones 2.7 ms instead of 1.2 ms while the loads ran. A
 // missing or garbled manifest is ignored (probe, no preload).
 // FLAGOS_PRELOAD=off turns both halves off. Each key comes with its launch
 // shapes, repeated with no work after the load (Note [First launch] in
@@ -31,13 +36,15 @@
 namespace flagos::kernels {
 
 constexpr size_t kManifestKeys = 512;
+constexpr uint32_t kManifestMaxUnused = 2;  // processes in a row that did not use a key
 
 struct Manifest {
   bool fp64 = false;
   std::vector<UsedKernel> kernels;  // in order of first use
 };
 
-// @p used's kernels, then @p earlier's that are not among them, in their
+// @p used's kernels, then @p earlier's that are not among them and whose
+// `unused` is below kManifestMaxUnused (carried with unused + 1), in their
 // order, at most kManifestKeys in all; fp64 is @p used's.
 Manifest mergeManifests(Manifest used, const Manifest& earlier);
 

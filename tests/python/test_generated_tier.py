@@ -195,7 +195,7 @@ def test_the_next_process_preloads_what_this_one_used(backend, tmp_path):
     manifests = list((tmp_path / "kernels").glob("manifest-*.txt"))
     assert len(manifests) == 1, manifests
     lines = manifests[0].read_text().splitlines()
-    assert lines[0] == "flagos-kernel-manifest 2" and len(lines) - 2 == first["sync_builds"], lines
+    assert lines[0] == "flagos-kernel-manifest 3" and len(lines) - 2 == first["sync_builds"], lines
     second = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off")
     assert second["preloaded"] == first["sync_builds"], second
     assert second["sync_builds"] == 0 and second["build_failures"] == 0, second
@@ -203,7 +203,7 @@ def test_the_next_process_preloads_what_this_one_used(backend, tmp_path):
     # argument sizes; the next process repeats those launches with no work
     # (NULL pointers, meta.work == 0) after each load, and computes right.
     shapes = [line.split() for line in lines[2:]]
-    assert all(len(f) == 3 and f[1] != "-" and f[2] != "-" for f in shapes), lines
+    assert all(len(f) == 4 and f[1] != "-" and f[2] != "-" and f[3] == "0" for f in shapes), lines
     assert first["first_launches"] == 0, first
     assert second["first_launches"] == sum(len(f[1].split(",")) for f in shapes), (second, lines)
     off = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off", FLAGOS_PRELOAD="off")
@@ -213,7 +213,7 @@ def test_the_next_process_preloads_what_this_one_used(backend, tmp_path):
     manifests[0].write_text("flagos-kernel-manifest 2\nfp64 1\nnot-a-key - -\n")
     garbled = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off")
     assert garbled["preloaded"] == 0 and garbled["build_failures"] == 0, garbled
-    assert manifests[0].read_text().splitlines()[0] == "flagos-kernel-manifest 2"
+    assert manifests[0].read_text().splitlines()[0] == "flagos-kernel-manifest 3"
     assert len(manifests[0].read_text().splitlines()) == len(lines)
 
 

@@ -556,7 +556,7 @@ TEST(Manifest, RoundTripAndRejectsGarbage) {
   Manifest m;
   m.fp64 = true;
   m.kernels = {{keyOf(1), {{0, 0, 336, 8}, {4096, 32}}},
-               {KernelKey{{1, 0x7fffffffffffffff, 0, 42}}, {}},  // used, never launched
+               {KernelKey{{1, 0x7fffffffffffffff, 0, 42}}, {}, 2},  // used, never launched
                {keyOf(-5), {{0, 16}, {1}}}};
   ASSERT_TRUE(writeManifest(path, m));
   Manifest back;
@@ -567,14 +567,23 @@ TEST(Manifest, RoundTripAndRejectsGarbage) {
     EXPECT_EQ(m.kernels[i].key, back.kernels[i].key);
     EXPECT_EQ(m.kernels[i].shape.arg_sizes, back.kernels[i].shape.arg_sizes);
     EXPECT_EQ(m.kernels[i].shape.globals, back.kernels[i].shape.globals);
+    EXPECT_EQ(m.kernels[i].unused, back.kernels[i].unused);
   }
+  // Format 2 (before `unused`) still reads, every key as just used.
+  writeFile(path, "flagos-kernel-manifest 2\nfp64 1\n1.2 4096 0,8\n");
+  ASSERT_TRUE(readManifest(path, &back));
+  ASSERT_EQ(1u, back.kernels.size());
+  EXPECT_EQ(0u, back.kernels[0].unused);
 
   const std::string head = "flagos-kernel-manifest 2\nfp64 0\n";
   for (const std::string& bad :
        {std::string(""), std::string("flagos-kernel-manifest 1\nfp64 1\n1.2 - -\n"),
         std::string("flagos-kernel-manifest 2\nfp64 yes\n"), head + "1.2.zz - -\n",
         head + "1..2 - -\n", head + "1.2\n", head + "1.2 - - extra\n", head + "1.2 0 8\n",
-        head + "1.2 1,x 8\n", head + "1.2 1,2,3,4,5 8\n", head + "1.2 1 99999999999\n"}) {
+        head + "1.2 1,x 8\n", head + "1.2 1,2,3,4,5 8\n", head + "1.2 1 99999999999\n",
+        std::string("flagos-kernel-manifest 3\nfp64 0\n1.2 - -\n"),  // no `unused`
+        std::string("flagos-kernel-manifest 3\nfp64 0\n1.2 - - x\n"),
+        std::string("flagos-kernel-manifest 3\nfp64 0\n1.2 - - 1,2\n")}) {
     writeFile(path, bad);
     Manifest junk;
     EXPECT_FALSE(readManifest(path, &junk)) << bad;
@@ -586,20 +595,37 @@ TEST(Manifest, RoundTripAndRejectsGarbage) {
 }
 
 // The last process's keys first, then the earlier manifest's others (with
-// their launch shapes), never a key twice, never more than kManifestKeys.
+// their launch shapes, one process older), never a key twice, never one
+// that kManifestMaxUnused processes in a row did not use, never more than
+// kManifestKeys.
 TEST(Manifest, MergeKeepsEarlierKeysAfterThisProcesss) {
   Manifest earlier, used;
   earlier.fp64 = false;
-  earlier.kernels = {{keyOf(1), {{0}, {64}}}, {keyOf(2), {{0, 8}, {128}}}, {keyOf(3), {}}};
+  earlier.kernels = {{keyOf(1), {{0}, {64}}, 0},
+                     {keyOf(2), {{0, 8}, {128}}, 1},
+                     {keyOf(3), {}, 0},
+                     {keyOf(5), {}, kManifestMaxUnused}};  // aged out now
   used.fp64 = true;
   used.kernels = {{keyOf(3), {{0}, {32}}}, {keyOf(4), {}}};
   const Manifest m = mergeManifests(used, earlier);
   EXPECT_TRUE(m.fp64);
   ASSERT_EQ(4u, m.kernels.size());
   const KernelKey order[] = {keyOf(3), keyOf(4), keyOf(1), keyOf(2)};
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(order[i], m.kernels[i].key) << i;
+  const uint32_t unused[] = {0, 0, 1, 2};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(order[i], m.kernels[i].key) << i;
+    EXPECT_EQ(unused[i], m.kernels[i].unused) << i;
+  }
   EXPECT_EQ(std::vector<uint64_t>{32}, m.kernels[0].shape.globals) << "this process's shapes";
   EXPECT_EQ(std::vector<uint64_t>{128}, m.kernels[3].shape.globals) << "carried with the key";
+  // Two scripts in turn keep each other's keys: each is used every other run.
+  Manifest a, b;
+  a.kernels = {{keyOf(10), {}}};
+  b.kernels = {{keyOf(20), {}}};
+  Manifest file = a;
+  for (int run = 0; run < 6; ++run) file = mergeManifests(run % 2 ? a : b, file);
+  ASSERT_EQ(2u, file.kernels.size());
+  EXPECT_EQ(keyOf(20), file.kernels[1].key);
 
   Manifest many;
   for (int i = 0; i < static_cast<int>(kManifestKeys); ++i)
