@@ -238,6 +238,12 @@ CompileLock::CompileLock(Priority priority)
 int compileWaiters() {
   return g_compile_waiters.load();
 }
+void waitIfFirst(const std::optional<CompileLock>& lock, cl_event event) {
+  if (event == nullptr) return;
+  // A failed command is the stream's error, reported by its next sync.
+  if (lock && lock->held()) clWaitForEvents(1, &event);
+  clReleaseEvent(event);
+}
 CompileLock::~CompileLock() {
   if (held_) compileMutex().unlock();
 }

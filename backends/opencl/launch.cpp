@@ -173,7 +173,7 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
     std::optional<CompileLock> compiling;
     if (!known) compiling.emplace();  // (before program->mu: the lock order)
 
-    std::lock_guard<std::mutex> lock(program->mu);
+    std::unique_lock<std::mutex> lock(program->mu);
     flagosProgram_st::Kernel* kernel = nullptr;
     const flagosStatus_t found = findKernel(program, name, &kernel);
     if (found != FLAGOS_SUCCESS) return found;
@@ -190,14 +190,20 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
     const flagosStatus_t status =
         setArguments(*program->device, kernel->kernel, name, args, num_args);
     if (status != FLAGOS_SUCCESS || empty) return status;
+    cl_event first = nullptr;  // Note [Serialized compiles on PoCL]
     const cl_int error = stream->enqueue([&](cl_command_queue queue, cl_event* event) {
-      return clEnqueueNDRangeKernel(queue, kernel->kernel, static_cast<cl_uint>(work_dim), nullptr,
-                                    global_size, local != nullptr ? local_size : nullptr, 0,
-                                    nullptr, event);
+      const cl_int e = clEnqueueNDRangeKernel(
+          queue, kernel->kernel, static_cast<cl_uint>(work_dim), nullptr, global_size,
+          local != nullptr ? local_size : nullptr, 0, nullptr, event);
+      if (e == CL_SUCCESS && compiling && *event != nullptr && clRetainEvent(*event) == CL_SUCCESS)
+        first = *event;
+      return e;
     });
     if (error == CL_SUCCESS) {
       if (!known && kernel->launched.size() < flagosProgram_st::Kernel::kLaunchShapes)
         kernel->launched.push_back(shape);
+      lock.unlock();  // other launches of the program need not wait for this one
+      waitIfFirst(compiling, first);
       return FLAGOS_SUCCESS;
     }
     const bool bad_shape = error == CL_INVALID_WORK_GROUP_SIZE ||

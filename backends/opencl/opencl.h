@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,13 +118,19 @@ struct DeviceInfo {
 bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std::string* reason);
 
 // Note [Serialized compiles on PoCL]
-// PoCL 3.1 runs LLVM in clBuildProgram, in CL_PROGRAM_BINARIES and lazily at
-// a kernel's first enqueue; two threads inside LLVM at once crashed it
-// (llvm::EVT::isExtendedVector under SelectionDAG, when the core's
-// background specialization overlapped a launch on the main thread). With a
-// PoCL device, every call that may compile (program build, binary and load,
-// kernel launch, the CLBlast and helper kernels) holds one plugin-wide lock.
-// Other drivers are not serialized.
+// PoCL 3.1 runs LLVM in clBuildProgram, in CL_PROGRAM_BINARIES and lazily
+// for a kernel's first launch with a work-group size; two threads inside
+// LLVM at once crashed it (llvm::EVT::isExtendedVector under SelectionDAG,
+// when the core's background specialization overlapped a launch on the
+// main thread; "Unknown mismatch in getCopyFromParts" seen once at exit).
+// With a PoCL device, every call that may compile (program build, binary
+// and load, kernel launch, the CLBlast and helper kernels) holds one
+// plugin-wide lock. The lazy compile does not run in the enqueueing thread:
+// with a cold PoCL cache clEnqueueNDRangeKernel returns in ~30 us and the
+// ~70 ms work-group build happens when the command runs, on PoCL's thread.
+// So a launch that may compile (a work size its kernel has not run with)
+// keeps the lock until its command has finished (waitIfFirst). Other
+// drivers are not serialized.
 //
 // The SDK warm-up thread (warmup.cpp) takes the lock as a background
 // holder: one step at a time, and only while no foreground caller is
@@ -151,10 +158,16 @@ class CompileLock {
   ~CompileLock();
   CompileLock(const CompileLock&) = delete;
   CompileLock& operator=(const CompileLock&) = delete;
+  bool held() const { return held_; }
 
  private:
   bool held_;
 };
+// Note [Serialized compiles on PoCL]: with @p lock held (a launch that may
+// compile), waits for @p event (retained by the caller; released here) so
+// that PoCL's lazy work-group build is over before the lock goes. NULL
+// event or no lock: only releases.
+void waitIfFirst(const std::optional<CompileLock>& lock, cl_event event);
 // Foreground threads blocked in CompileLock's constructor right now.
 int compileWaiters();
 

@@ -138,9 +138,14 @@ flagosStatus_t smallGemm(const char* op, flagosStream_t stream, flagosDtype_t dt
   if (!smallGemmWarm(stream->device, dt)) compiling.emplace();
   SmallGemmProgram* program = smallGemmProgram(stream->device);
   if (program == nullptr) return FLAGOS_ERROR_NOT_SUPPORTED;
+  cl_event first = nullptr;  // Note [Serialized compiles on PoCL]
   const cl_int error = stream->enqueue([&](cl_command_queue q, cl_event* event) {
-    return enqueueSmallGemm(program, q, dt, g, event);
+    const cl_int e = enqueueSmallGemm(program, q, dt, g, event);
+    if (e == CL_SUCCESS && compiling && *event != nullptr && clRetainEvent(*event) == CL_SUCCESS)
+      first = *event;
+    return e;
   });
+  waitIfFirst(compiling, first);
   if (error == CL_SUCCESS) return FLAGOS_SUCCESS;
   return fail(isOutOfMemory(error) ? FLAGOS_ERROR_OUT_OF_MEMORY : FLAGOS_ERROR_DEVICE,
               "opencl %s: small-GEMM kernel failed: %s", op, clErrorName(error).c_str());

@@ -146,6 +146,7 @@ struct LossProgram {
   cl_mem bad = nullptr;  // first out-of-range row, INT_MAX when none
   std::string error;     // why the build failed: calls decline, not retried
   std::mutex mu;         // kernel arguments, `bad`, the read-back
+  bool ran[2][2] = {};   // [backward][float64]: a call finished (under mu)
   bool ok() const { return forward[0] != nullptr && backward[0] != nullptr && bad != nullptr; }
 };
 
@@ -373,7 +374,10 @@ flagosStatus_t lossBody(const char* op, bool backward, bool two_d, flagosStream_
     if (e == CL_SUCCESS && clRetainEvent(*event) == CL_SUCCESS) read = *event;
     return e;
   });
-  compiling.reset();  // waiting needs no compile lock
+  // Waiting needs no compile lock, but a first launch keeps it until its
+  // kernel ran (Note [Serialized compiles on PoCL]).
+  bool& ran = p->ran[backward ? 1 : 0][dt == FLAGOS_DTYPE_FLOAT64 ? 1 : 0];
+  if (ran) compiling.reset();
   if (error == CL_SUCCESS && read == nullptr) error = CL_INVALID_EVENT;
   if (read != nullptr) {
     // Wait only for our read, outside the stream's lock.
@@ -381,7 +385,9 @@ flagosStatus_t lossBody(const char* op, bool backward, bool two_d, flagosStream_
     const cl_int waited = clWaitForEvents(1, &read);
     clReleaseEvent(read);
     if (error == CL_SUCCESS) error = waited;
+    ran = ran || waited == CL_SUCCESS;
   }
+  compiling.reset();
   if (error != CL_SUCCESS) {
     return fail(isOutOfMemory(error) ? FLAGOS_ERROR_OUT_OF_MEMORY : FLAGOS_ERROR_DEVICE,
                 "opencl %s: %s", op, clErrorName(error).c_str());
