@@ -129,8 +129,11 @@ bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std
 // with a cold PoCL cache clEnqueueNDRangeKernel returns in ~30 us and the
 // ~70 ms work-group build happens when the command runs, on PoCL's thread.
 // So a launch that may compile (a work size its kernel has not run with)
-// keeps the lock until its command has finished (waitIfFirst). Other
-// drivers are not serialized.
+// keeps the lock until its command has finished (waitIfFirst). Not covered:
+// CLBlast's own launches, whose kernels PoCL builds the same lazy way; the
+// SDK warm-up runs (and waits for) the small-size GEMM/GEMV kernels under
+// the lock, but a larger GEMM's first call (CLBlast's indirect kernels)
+// still builds outside it. Other drivers are not serialized.
 //
 // The SDK warm-up thread (warmup.cpp) takes the lock as a background
 // holder: one step at a time, and only while no foreground caller is
