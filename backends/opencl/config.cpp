@@ -88,10 +88,8 @@ bool parseWarmup(const char* text, Warmup* mode, std::string* error) {
 
 bool parseSmallGemm(const char* text, uint64_t* macs, std::string* error) {
   const std::string s = flagos_kit::trimmed(text);
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long value = std::strtoull(s.c_str(), &end, 10);
-  if (s.empty() || s[0] == '-' || *end != '\0' || errno == ERANGE) {
+  uint64_t value = 0;
+  if (s.empty() || flagos_kit::parseDigits(s, &value) != s.size()) {
     *error = "FLAGOS_OPENCL_SMALL_GEMM='" + std::string(text) +
              "' is not a number of multiply-adds (a non-negative integer; 0: always CLBlast)";
     return false;
