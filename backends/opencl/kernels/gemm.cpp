@@ -11,8 +11,9 @@
 // (NaN/Inf there must not leak through 0 * NaN): CLBlast >= 0.9 does not
 // read C then ("Fixed a bug in level-3 routines when beta is zero and matrix
 // C contains NaNs"; its direct and indirect GEMM kernels branch on
-// IsZero(beta)), so only an older CLBlast gets a zeroing kernel first. Skipping it saves one
-// command per mm/bmm, ~10-40 us on PoCL (Note [GEMM overhead] below).
+// IsZero(beta)), so only an older CLBlast gets a zeroing kernel first.
+// Skipping it saves one command per mm/bmm, ~10-40 us on PoCL (Note [GEMM
+// overhead] below).
 #include <optional>
 #include <utility>
 
@@ -93,7 +94,8 @@ constexpr const char* opName() {
 }
 
 // The output can be written by one item per element: row- or column-major
-// with a leading dimension, batches apart. Both paths need that.
+// with a leading dimension, batches apart (inputs may overlap: batch stride
+// 0). Both paths need that.
 template <int kRank>
 bool writableOutput(const Operand& out) {
   MatView c = matrixOf(out);
@@ -125,8 +127,7 @@ flagosStatus_t smallGemm(const char* op, flagosStream_t stream, flagosDtype_t dt
   g.a = arg(A);
   g.b = arg(B);
   g.self = g.c;  // not read when beta == 0
-  if (!smallGemmFits(stream->device, g) || !writableOutput<kRank>(out))
-    return FLAGOS_ERROR_NOT_SUPPORTED;
+  if (!smallGemmFits(stream->device, g)) return FLAGOS_ERROR_NOT_SUPPORTED;
   if (kWithSelf && beta != 0.0) {
     Region self{};
     bool copy = false;
@@ -177,6 +178,7 @@ flagosStatus_t gemmBody(flagosStream_t stream, const flagosTensor* o, int32_t no
     const Resolved r = resolveOperand(op, stream, *t, dst);
     if (!r.ok()) return r.status;
   }
+  if (!writableOutput<kRank>(out)) return FLAGOS_ERROR_NOT_SUPPORTED;
   if (const flagosStatus_t st =
           smallGemm<kRank, kWithSelf>(op, stream, dt, in, out, A, B, alpha, beta);
       st != FLAGOS_ERROR_NOT_SUPPORTED)
@@ -202,9 +204,6 @@ flagosStatus_t gemmBody(flagosStream_t stream, const flagosTensor* o, int32_t no
   if (!blasView(&a) || !blasView(&b)) return FLAGOS_ERROR_NOT_SUPPORTED;
   if (a.rows != c.rows || b.cols != c.cols || a.cols != b.rows) return FLAGOS_ERROR_NOT_SUPPORTED;
   const int64_t sc_batch = kRank == 3 ? out.strides[0] : 0;
-  // Batches of the output must not overlap (inputs may: batch stride 0).
-  if (batch > 1 && sc_batch < (c.rows - 1) * static_cast<int64_t>(c.ld) + c.cols)
-    return FLAGOS_ERROR_NOT_SUPPORTED;
 
   Region self_region{};
   bool expand = false;
