@@ -152,8 +152,11 @@ cl_int setArgs(cl_kernel k, const SmallGemm& g) {
 }  // namespace
 
 bool smallGemmFits(const Device* device, const SmallGemm& g) {
-  const uint64_t work = static_cast<uint64_t>(g.batch) * g.m * g.n * g.k;
-  if (work > device->small_gemm_macs || g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX)
+  if (g.batch > INT_MAX || g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX) return false;
+  uint64_t work = 0;  // batch * M * N * K, which four factors below 2^31 can overflow
+  if (__builtin_mul_overflow(static_cast<uint64_t>(g.batch) * g.m, static_cast<uint64_t>(g.n) * g.k,
+                             &work) ||
+      work > device->small_gemm_macs)
     return false;
   // The kernel steps A by kRows rows and K columns, B by K rows, in ints.
   return fitsInt(kRows, g.a.rows, g.k, g.a.cols) && fitsInt(g.k, g.b.rows, 1, 0);
