@@ -19,20 +19,19 @@ ROOT = Path(__file__).resolve().parent
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
-        import torch
-
         ext_path = Path(self.get_ext_fullpath(ext.name)).resolve()
         # An editable install builds into a temporary folder and copies back
         # only _C: build straight into the source package instead, so that
         # plugins/ and the paths ctest records stay valid.
         editable = getattr(self, "editable_mode", False) or self.inplace
         out_dir = ROOT / "python" / "flagos_torchfl" if editable else ext_path.parent
-        build_dir = ROOT / "build" / "cmake"
+        # FLAGOS_BUILD_DIR: one build folder per torch (a folder caches one
+        # torch's headers and generated catalog).
+        build_dir = Path(os.environ.get("FLAGOS_BUILD_DIR") or ROOT / "build" / "cmake")
         build_dir.mkdir(parents=True, exist_ok=True)
         jobs = os.environ.get("FLAGOS_BUILD_JOBS", "2")
         cfg = [
             "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
-            f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DFLAGOS_PY_OUTPUT_DIR={out_dir}",
             f"-DFLAGOS_BUILD_TESTS={os.environ.get('FLAGOS_BUILD_TESTS', 'ON')}",
