@@ -8,9 +8,36 @@ as activate() found it.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 _MISSING = object()
+
+
+def looking_like(original: Any, value: Any) -> Any:
+    """@p value, made to answer what torch introspects on @p original.
+
+    torch reads attributes of the callables it ships, not only calls them:
+    torch._dynamo builds its tables at import from e.g.
+    ``torch.cuda.use_mem_pool.__wrapped__`` (a contextmanager's generator
+    function). A replacement that lacks them breaks ``import torchvision``
+    (which imports dynamo) once the alias is on. So a plain function standing
+    in for a wrapped one gets ``__wrapped__`` (and name, doc, signature
+    through it); a shared implementation is wrapped first, so that it is not
+    changed for its other users.
+    """
+    if not callable(original) or not callable(value) or isinstance(value, type):
+        return value
+    wrapped = getattr(original, "__wrapped__", _MISSING)
+    if wrapped is _MISSING or hasattr(value, "__wrapped__"):
+        return value
+
+    @functools.wraps(value)
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        return value(*args, **kwargs)
+
+    stand_in.__wrapped__ = wrapped
+    return stand_in
 
 
 class Patcher:
@@ -30,7 +57,7 @@ class Patcher:
             own = vars(owner) if hasattr(owner, "__dict__") else {}
             self._undo.append((owner, name, own.get(name, _MISSING)))
             self._seen.add(key)
-        setattr(owner, name, value)
+        setattr(owner, name, looking_like(getattr(owner, name, None), value))
 
     def original(self, owner: Any, name: str) -> Any:
         """What owner.name was before this Patcher changed it (the current value if unchanged)."""
