@@ -95,6 +95,10 @@ struct KernelCache::Impl {
     const int n = config.compile_threads > 0 ? config.compile_threads : 1;
     for (int i = 0; i < n; ++i) workers.emplace_back([this] { worker(); });
   }
+  bool resultsDiscarded() const {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    return discard_results;
+  }
   // First hand-out of @p entry to a caller: remember the key's order.
   void markUsed(const KernelKey& key, Entry& entry) {
     if (entry.used.load(std::memory_order_relaxed) || entry.used.exchange(true)) return;
@@ -117,6 +121,7 @@ struct KernelCache::Impl {
   std::deque<Task> queue;
   uint64_t pending = 0;  // queued + running tasks (pool_mu)
   bool stopping = false;
+  bool discard_results = false;  // stopBackground() gave up waiting (pool_mu)
   std::vector<std::thread> workers;
 
   mutable std::mutex order_mu;
@@ -196,8 +201,8 @@ Outcome KernelCache::Impl::compile(const std::string& file_key,
   out.kernel.kernel_name = src.kernel_name;
   // Persist (best effort: a plugin without binaries just is not cached).
   uint64_t size = 0;
-  if (disk.enabled() && compiler->programGetBinary(program, nullptr, &size) == FLAGOS_SUCCESS &&
-      size > 0) {
+  if (disk.enabled() && !resultsDiscarded() &&
+      compiler->programGetBinary(program, nullptr, &size) == FLAGOS_SUCCESS && size > 0) {
     std::vector<uint8_t> binary(size);
     if (compiler->programGetBinary(program, binary.data(), &size) == FLAGOS_SUCCESS) {
       binary.resize(size);
@@ -424,20 +429,35 @@ void KernelCache::Impl::enqueue(const KernelKey& key, std::function<Source()> so
   work_cv.notify_one();
 }
 
-void KernelCache::stopBackground() {
+bool KernelCache::stopBackground(std::chrono::milliseconds bound) {
   std::vector<std::thread> workers;
+  bool idle = true;
   {
-    std::lock_guard<std::mutex> lock(impl_->pool_mu);
+    std::unique_lock<std::mutex> lock(impl_->pool_mu);
     impl_->stopping = true;  // running builds finish; queued ones are dropped
     impl_->pending -= impl_->queue.size();
     impl_->queue.clear();
     workers.swap(impl_->workers);
+    impl_->work_cv.notify_all();
+    const auto done = [&] { return impl_->pending == 0; };
+    if (bound == std::chrono::milliseconds::max()) {
+      impl_->idle_cv.wait(lock, done);
+    } else {
+      idle = impl_->idle_cv.wait_for(lock, bound, done);
+    }
+    if (!idle) impl_->discard_results = true;  // a late build is not persisted
   }
-  impl_->work_cv.notify_all();
-  for (std::thread& t : workers) t.join();
+  for (std::thread& t : workers) {
+    if (idle) {
+      t.join();
+    } else {
+      t.detach();  // still inside the compiler: leave it, the process is ending
+    }
+  }
   std::lock_guard<std::mutex> lock(impl_->pool_mu);
-  impl_->pending = 0;  // the workers are gone: nothing runs any more
+  if (idle) impl_->pending = 0;  // the workers are gone: nothing runs any more
   impl_->idle_cv.notify_all();
+  return idle;
 }
 
 void KernelCache::waitIdle() {

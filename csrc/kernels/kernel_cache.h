@@ -25,6 +25,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -162,8 +163,12 @@ class KernelCache {
 
   // Drops queued background builds, waits for running ones and joins the
   // pool; later buildAsync() calls do nothing. Idempotent. Called at process
-  // exit, before the SDK (whose compiler the pool may be inside) tears down.
-  void stopBackground();
+  // exit, before the SDK (whose compiler the pool may be inside) tears down
+  // (Note [Stopping background work], csrc/runtime/lifecycle.h). With a
+  // @p bound, gives up waiting after it: the threads still inside a build
+  // are detached (their result is never written to disk) and false is
+  // returned. A build that finishes is stored as usual; none is cut short.
+  bool stopBackground(std::chrono::milliseconds bound = std::chrono::milliseconds::max());
 
   CacheStats stats() const;
 

@@ -8,6 +8,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "runtime/backend.h"
 #include "runtime/generator.h"
 #include "runtime/host_allocator.h"
+#include "runtime/lifecycle.h"
 
 namespace py = pybind11;
 
@@ -128,6 +130,16 @@ void bindRuntime(py::module_& m) {
         }),
         py::arg("backend"), py::arg("search_paths"), py::arg("visible_devices"));
   m.def("_is_initialized", []() { return isInitialized(); });
+  // Note [Stopping background work]: Python's atexit calls this first thing
+  // at interpreter exit. Without the GIL: a build being waited for must not
+  // need it, and nothing else is blocked meanwhile.
+  m.def(
+      "_stop_background_work",
+      [](double seconds) {
+        const py::gil_scoped_release no_gil;
+        return stopBackgroundWork(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3)));
+      },
+      py::arg("seconds"));
   m.def("_discovery_report", wrap_pybind_function(discoveryReportList));
   m.def("_backend_info", wrap_pybind_function(backendInfo));
 

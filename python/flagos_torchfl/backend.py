@@ -8,6 +8,7 @@ let the core discover/probe/load a plugin and map devices, then register the
 
 from __future__ import annotations
 
+import atexit
 import json
 import re
 import warnings
@@ -117,6 +118,9 @@ def initialize(backend: str | None = None) -> None:
             raise ValueError(f"unknown backend '{name}': {err}") from err
         raise
     _register_with_torch()
+    # Note [Stopping background work]: first thing at interpreter exit, while
+    # the SDK is whole, background builds are stopped and waited for.
+    atexit.register(C._stop_background_work, config.exit_timeout())
     C._set_log_fallback(config.log_fallback())
     _backend_name = next(r["name"] for r in C._discovery_report() if r["status"] == "selected")
     # After the device is up (the alias checks is_initialized()): the

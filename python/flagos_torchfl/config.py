@@ -228,6 +228,14 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "Threads of the background compiler pool that builds specialized kernels (1-64).",
     ),
     EnvVar(
+        "FLAGOS_EXIT_TIMEOUT",
+        "30",
+        "core",
+        "Seconds the interpreter's exit waits for background builds still running (queued ones "
+        "are dropped at once); a build that outlives it is left unfinished and not cached "
+        "(Note [Stopping background work]).",
+    ),
+    EnvVar(
         "FLAGOS_KERNEL_FAULT",
         "",
         "core",
@@ -353,6 +361,18 @@ def export_backend(name: str) -> None:
 def host_devices() -> int:
     """FLAGOS_HOST_DEVICES (the host plugin reads it; reported by tools)."""
     return int(_get("FLAGOS_HOST_DEVICES"))
+
+
+def exit_timeout() -> float:
+    """FLAGOS_EXIT_TIMEOUT in seconds (default 30); ValueError for a bad value."""
+    text = _get("FLAGOS_EXIT_TIMEOUT").strip() or "30"
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < 1e6:
+        raise ValueError(f"FLAGOS_EXIT_TIMEOUT={text!r}: expected seconds, e.g. 30 or 2.5")
+    return seconds
 
 
 def host_memory_limit() -> int | None:

@@ -25,7 +25,9 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +47,7 @@
 #include "kit/byte_size.h"
 #include "runtime/backend.h"
 #include "runtime/dtype.h"
+#include "runtime/lifecycle.h"
 #include "runtime/plugin_loader.h"
 #include "runtime/stream.h"
 
@@ -308,21 +311,31 @@ class Generators {
   }
   DeviceGenerator& device(c10::DeviceIndex logical) {
     std::lock_guard<std::mutex> lock(mu_);
-    // Registered on first use, so it runs before the exit handlers of the
-    // SDK loaded earlier: no background compile may be inside the SDK's
-    // compiler while it tears down (seen as a crash at exit with PoCL).
-    static const bool stop_at_exit = (std::atexit([] { Generators::get().stopAll(); }), true);
+    // No background compile may be inside the SDK's compiler while it
+    // tears down (Note [Stopping background work], runtime/lifecycle.h).
+    static const bool stop_at_exit =
+        (registerBackgroundStopper(
+             "the kernel cache's background builds",
+             [](std::chrono::milliseconds bound) { return Generators::get().stopAll(bound); }),
+         true);
     (void)stop_at_exit;
     auto& slot = devices_[logical];
     if (!slot) slot = create(logical);
     return *slot;
   }
-  void stopAll() {
+  // Note [Stopping background work]: false when a build outlived @p bound.
+  bool stopAll(std::chrono::milliseconds bound) {
+    const auto deadline = std::chrono::steady_clock::now() + bound;
+    bool idle = true;
     for (DeviceGenerator* d : all()) {
-      d->cache->stopBackground();
+      const auto left = std::max(std::chrono::milliseconds(0),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - std::chrono::steady_clock::now()));
+      idle = d->cache->stopBackground(left) && idle;
       if (d->first_launches) d->first_launches->close();
       writeManifest(*d);
     }
+    return idle;
   }
   // Note [Kernel preload]: what this process used, for the next one. Never
   // throws (it runs at exit); a failed write only loses the preload.
