@@ -72,8 +72,9 @@ std::optional<c10::Device> callDevice(c10::ArrayRef<c10::IValue> args) {
 // would use the CPU default generator, given a flagos one it would raise.
 // So each Generator? argument is replaced by a CPU twin of the flagos
 // generator the call should use (the one passed, or the device's default),
-// and the twin's advanced state is copied back afterwards, all under the
-// flagos generator's lock. See Note [Generators of the flagos device].
+// keyed by its (seed, offset), and the offset advances by the numbers the
+// call returned, all under the flagos generator's lock. See Note
+// [Generators of the flagos device].
 class GeneratorSwap {
  public:
   GeneratorSwap(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -101,8 +102,17 @@ class GeneratorSwap {
       swaps_.emplace_back(gen, twin);
     }
   }
-  void commit() {
-    for (const auto& [gen, twin] : swaps_) adoptState(gen, twin);
+  // After the call: @p returns are its results; each generator's offset
+  // advances by the numbers they hold (Note [Generators of the flagos device]).
+  void commit(c10::ArrayRef<c10::IValue> returns) {
+    if (swaps_.empty()) return;
+    uint64_t numbers = 0;
+    for (const c10::IValue& v : returns) {
+      if (v.isTensor() && v.toTensor().defined()) numbers += v.toTensor().numel();
+      if (v.isTensorList())
+        for (const at::Tensor& t : v.toTensorList().vec()) numbers += t.defined() ? t.numel() : 0;
+    }
+    for (const auto& [gen, twin] : swaps_) adoptState(gen, twin, numbers);
   }
 
  private:
@@ -149,7 +159,8 @@ void runOnHost(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   // error_on_views: a view computed on a host copy would not alias the
   // device tensor; every view operator has a core kernel (core_ops.cpp).
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
-  generators.commit();
+  const size_t returns = op.schema().returns().size();
+  generators.commit(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - returns, returns));
   for (auto& [device_tensor, host] : written_back) device_tensor.copy_(host);
 }
 

@@ -1,18 +1,29 @@
 // Random number generators of the flagos device.
 //
 // Note [Generators of the flagos device]
-// Until backends bring their own RNG kernels, every random operator runs on
-// the host (the host fallback), so a flagos generator is the CPU (mt19937)
-// generator (at::CPUGeneratorImpl) that says it lives on the flagos
-// device. The host fallback runs each random operator with a CPU generator
-// whose state is copied from the flagos one and copies the advanced state
-// back (cpuTwin/adoptState), under the flagos generator's lock. So:
-// torch.manual_seed / torch.flagos.manual_seed make results reproducible,
-// get/set_rng_state work, and the same seed gives the same numbers as on CPU.
+// A flagos generator's state is what CUDA's is, and what torch's own
+// stacks expect of an accelerator: a 16-byte (seed: uint64, offset: uint64)
+// pair, Philox style. DTensor's random-op tracker reads and rewrites those
+// two fields to give each shard its own part of one random stream (FSDP2's
+// meta-device init, `to_empty()` + `reset_parameters()`); torch.manual_seed,
+// fork_rng and get/set_rng_state move the 16 bytes around.
+//
+// Random operators run on the host (the host fallback) until backends bring
+// their own RNG kernels. Each call gets a CPU (mt19937) generator whose whole
+// 624-word state is expanded from (seed, offset) by SplitMix64, so every
+// call draws from its own full-quality mt19937 stream, keyed by 128 bits
+// (no 32-bit seed collisions); afterwards the offset advances by the
+// numbers the call produced (rounded up to 4, as Philox counts), under the
+// flagos generator's lock (cpuTwin/adoptState). So the same seed gives the
+// same numbers on every run, consecutive calls never repeat a stream, and
+// two ranks with one seed agree, as on CUDA. The numbers differ from CPU's
+// for the same seed, as CUDA's do.
 #pragma once
 
 #include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
+
+#include <cstdint>
 
 namespace flagos {
 
@@ -23,10 +34,10 @@ const at::Generator& defaultGenerator(c10::DeviceIndex device);
 at::Generator newGenerator(c10::DeviceIndex device);
 
 bool isFlagosGenerator(const at::Generator& gen);
-// A fresh CPU generator in the same state as flagos generator `gen`.
+// A fresh CPU generator for one random call of flagos generator @p gen.
 // Caller holds gen.mutex() until adoptState.
 at::Generator cpuTwin(const at::Generator& gen);
-// Copy the (advanced) state of `twin` back into flagos generator `gen`.
-void adoptState(const at::Generator& gen, const at::Generator& twin);
+// The call is done and produced @p numbers values: advance @p gen's offset.
+void adoptState(const at::Generator& gen, const at::Generator& twin, uint64_t numbers);
 
 }  // namespace flagos

@@ -184,6 +184,36 @@ def test_fsdp2_matches_single_process_training():
     assert results[1]["losses"] == r0["losses"]
 
 
+def test_fsdp2_meta_device_init_as_in_the_official_example():
+    # to_empty + reset_parameters: DTensor random ops under the device RNG's
+    # (seed, offset) state; init_process_group("nccl") as the example has it.
+    results = launch(script("fsdp_meta_init.py"))
+    for r in results:
+        assert r["failed"] == [] and r["passed"] > 0, r
+        assert "flagos:fccl" in r["backend"], r
+        assert r["losses"][-1] < r["losses"][0], r
+    assert results[0]["checksum"] == results[1]["checksum"], results
+
+
+def test_device_rng_state_is_seed_and_offset():
+    torch.manual_seed(5)
+    state = torch.flagos.get_rng_state()
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    seed, offset = state.view(torch.int64).tolist()
+    assert (seed, offset) == (5, 0)
+    torch.randn(10, device="flagos")
+    assert torch.flagos.get_rng_state().view(torch.int64).tolist() == [5, 12]  # 10 -> 12 (x4)
+    # DTensor's _PhiloxState rewrites the offset: the draw follows the state.
+    state = torch.flagos.get_rng_state()
+    state[8:] = torch.tensor([1000], dtype=torch.int64).view(torch.uint8)
+    torch.flagos.set_rng_state(state)
+    first = torch.rand(6, device="flagos").cpu()
+    torch.flagos.set_rng_state(state)
+    assert torch.equal(torch.rand(6, device="flagos").cpu(), first)
+    with pytest.raises(RuntimeError, match="16 bytes"):
+        torch.flagos.set_rng_state(torch.zeros(5056, dtype=torch.uint8))
+
+
 @pytest.mark.parametrize("route", ROUTES)
 def test_mismatched_calls_are_clear_errors_and_the_group_survives(route):
     results = launch(script("failures.py", "mismatch"), FLAGOS_COMM=route)
