@@ -25,6 +25,7 @@ const Composite* findComposite(const char* id) {
     addLossComposites(add);
     addEmbeddingComposites(add);
     addIndexComposites(add);
+    addAdvancedIndexComposites(add);
     addReductionComposites(add);
     addGemmComposites(add);
     addPointwiseComposites(add);

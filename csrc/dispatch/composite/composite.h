@@ -44,6 +44,7 @@ void addNormalizationComposites(Register add);
 void addLossComposites(Register add);
 void addEmbeddingComposites(Register add);
 void addIndexComposites(Register add);
+void addAdvancedIndexComposites(Register add);
 void addReductionComposites(Register add);
 void addGemmComposites(Register add);
 void addPointwiseComposites(Register add);

@@ -10,8 +10,8 @@
 //   lower(x, W)     = W @ im2col(x)                   forward; transposed grad_input
 //   raise(y, W, hw) = col2im(W^T @ y, hw)             grad_input; transposed forward
 //   weightGrad(y, x) = sum_n y[n] @ im2col(x)[n]^T     grad_weight (transposed: swap)
-// The batch is the GEMM's batch dim (bmm with W expanded: batch stride 0,
-// no copy); groups are a loop whose parts are concatenated.
+// The batch and the groups are the GEMM's batch dims: one bmm per product
+// (Note [Grouped convolution in one GEMM], conv_gemm.h).
 #include <ATen/ATen.h>
 
 #include <array>
@@ -116,14 +116,8 @@ at::Tensor lower(const at::Tensor& x4, const at::Tensor& w4, const Geometry& g) 
 // col2im(W^T @ y, hw): y (N, W.rows, L) -> (N, W.size(1) * groups, h, w).
 at::Tensor raise(const at::Tensor& y, const at::Tensor& w4, const Geometry& g, int64_t h,
                  int64_t w) {
-  const int64_t n = y.size(0);
-  std::vector<at::Tensor> parts;
-  for (int64_t gi = 0; gi < g.groups; ++gi) {
-    const at::Tensor wt = groupMatrix(w4, gi, g.groups).t();  // (K, rows/g)
-    const at::Tensor yg = y.narrow(1, gi * wt.size(1), wt.size(1));
-    parts.push_back(at::bmm(wt.unsqueeze(0).expand({n, wt.size(0), wt.size(1)}), yg));
-  }
-  return at::col2im(joined(parts, 1), {h, w}, k(g), {g.dh, g.dw}, {g.ph, g.pw}, {g.sh, g.sw});
+  return at::col2im(weightTransposedTimes(y, w4, g.groups), {h, w}, k(g), {g.dh, g.dw},
+                    {g.ph, g.pw}, {g.sh, g.sw});
 }
 
 // sum_n y[n] @ im2col(x)[n]^T, per group: (y.size(1), x.size(1)/groups, kh, kw).
