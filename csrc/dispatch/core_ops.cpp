@@ -14,7 +14,9 @@
 #include <ATen/native/Resize.h>
 #include <ATen/native/ResizeCommon.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/is_set_to_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
@@ -186,7 +188,23 @@ void recordStream(at::Tensor& self, c10::Stream stream) {
   deviceAllocator()->recordStream(self.storage().data_ptr(), stream);
 }
 
+// arange(start, end, step, out=): a factory from three scalars (RoPE and
+// GPT-2 positions, T5's relative buckets). The values are CPU's own
+// (start + i * step in the accumulate type), made on the host and written
+// with one host-to-device copy on the current stream, as torch.tensor(list,
+// device=...) is; no device data is read.
+at::Tensor& arangeOut(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
+                      at::Tensor& out) {
+  FLAGOS_RECORD_OP("aten::arange.start_out", Tier::Core);
+  at::Tensor host = at::empty({0}, out.options().device(c10::kCPU));
+  at::arange_out(host, start, end, step);
+  if (out.sizes() != host.sizes()) out.resize_(host.sizes());
+  out.copy_(host);
+  return out;
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("arange.start_out", TORCH_FN(arangeOut));
   m.impl("empty.memory_format", TORCH_FN(empty));
   m.impl("empty_strided", TORCH_FN(emptyStrided));
   m.impl("as_strided", TORCH_FN(asStrided));
