@@ -74,3 +74,25 @@ def test_an_unknown_backend_is_an_error_with_the_reason(tmp_path):
     assert proc.returncode == 1, explain(proc)
     backend = next(f for f in read_json(report)["findings"] if f["check"] == "backend")
     assert backend["severity"] == "error" and "no_such_backend" in backend["message"]
+
+
+def test_doctor_flags_an_alias_replacement_torch_cannot_introspect(monkeypatch):
+    import torch
+    from flagos_torchfl import cuda_alias
+    from flagos_torchfl.tools import doctor
+
+    was_active = cuda_alias.is_active()
+    cuda_alias.activate()
+    try:
+        assert [f for f in doctor._alias() if f["severity"] == "error"] == []
+        # What broke dynamo on torch 2.14: a stand-in without __wrapped__.
+        name = "use_mem_pool" if hasattr(torch.cuda, "use_mem_pool") else "device_count"
+        if not hasattr(getattr(torch.cuda, name), "__wrapped__"):
+            return  # this torch has no wrapped torch.cuda callable to break
+        monkeypatch.setattr(torch.cuda, name, lambda *a, **k: None)
+        errors = [f["message"] for f in doctor._alias() if f["severity"] == "error"]
+        assert any(f"cuda.{name} lost __wrapped__" in m for m in errors), errors
+    finally:
+        monkeypatch.undo()
+        if not was_active:
+            cuda_alias.deactivate()

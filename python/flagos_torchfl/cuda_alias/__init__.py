@@ -36,6 +36,7 @@ __all__ = [
     "deactivate",
     "decide",
     "flagos_device",
+    "incompatibilities",
     "is_active",
     "is_cuda_device",
     "native_cuda_available",
@@ -186,6 +187,34 @@ def deactivate() -> None:
         _patcher.undo()
         _patcher = None
         _decision = Decision(False, "deactivated")
+
+
+def incompatibilities() -> list[str]:
+    """Patched attributes that no longer look as torch introspects them (empty: none).
+
+    torch reads attributes of its own callables, not only calls them
+    (dynamo: ``torch.cuda.use_mem_pool.__wrapped__``); a replacement must
+    keep ``__wrapped__`` where the original had one, and be a class where
+    the original was a class (isinstance and subclass checks).
+    """
+    from ._patcher import missing
+
+    with _lock:
+        if _patcher is None:
+            return []
+        found = []
+        for owner, name, previous in _patcher.patched():
+            if previous is missing():
+                continue
+            now = getattr(owner, name, None)
+            where = f"{getattr(owner, '__name__', type(owner).__name__)}.{name}"
+            if hasattr(previous, "__wrapped__") and not hasattr(now, "__wrapped__"):
+                found.append(f"{where} lost __wrapped__")
+            if isinstance(previous, type) != isinstance(now, type):
+                found.append(
+                    f"{where} was {'a class' if isinstance(previous, type) else 'no class'}"
+                )
+        return found
 
 
 def is_active() -> bool:

@@ -14,6 +14,11 @@ from typing import Any
 _MISSING = object()
 
 
+def missing() -> Any:
+    """The `previous` of patched() for an attribute that did not exist before."""
+    return _MISSING
+
+
 def looking_like(original: Any, value: Any) -> Any:
     """@p value, made to answer what torch introspects on @p original.
 
@@ -84,6 +89,10 @@ class Patcher:
             else:
                 setattr(owner, name, previous)
         self._seen.clear()
+
+    def patched(self) -> list[tuple[Any, str, Any]]:
+        """(owner, name, previous) for each patched attribute; previous may be missing()."""
+        return list(self._undo)
 
     def __len__(self) -> int:
         return len(self._undo)

@@ -7,7 +7,9 @@ Checks: torch version, PrivateUse1 ownership, plugin discovery (and why each
 plugin was skipped), SDK / driver / ABI versions, the autocast default per
 backend, same-named runtime libraries from different places (LD_LIBRARY_PATH,
 `ldconfig -p`, this process's /proc/self/maps), several vendor runtimes
-loaded at once, WSL, and a writable kernel cache folder.
+loaded at once, WSL, a writable kernel cache folder, and the cuda alias next
+to torch's own stack (what torch introspects on torch.cuda; torch._dynamo's
+import).
 """
 
 from __future__ import annotations
@@ -361,11 +363,44 @@ def _cache_dir() -> list[dict[str, str]]:
     ]
 
 
+def _alias() -> list[dict[str, str]]:
+    """The cuda alias next to torch's own stack: what torch introspects, and dynamo's import."""
+    from .. import cuda_alias
+
+    if not cuda_alias.is_active():
+        return [_finding("cuda alias", "ok", "off: 'cuda' is left to native CUDA")]
+    findings = [
+        _finding(
+            "cuda alias",
+            "error",
+            f"torch.cuda.* replacement breaks torch's introspection: {problem}",
+            "report this as a flagos-torchfl bug; FLAGOS_ALIAS_CUDA=0 turns the alias off",
+        )
+        for problem in cuda_alias.incompatibilities()
+    ]
+    try:  # what torchvision, timm, torch.compile and optimizers import
+        import torch._dynamo  # noqa: F401
+    except Exception as err:  # noqa: BLE001 - any failure is the finding
+        findings.append(
+            _finding(
+                "cuda alias",
+                "error",
+                f"import torch._dynamo fails with the alias on: {type(err).__name__}: {err}",
+                "report this as a flagos-torchfl bug; FLAGOS_ALIAS_CUDA=0 turns the alias off",
+            )
+        )
+    if not findings:
+        findings.append(
+            _finding("cuda alias", "ok", "on: torch.cuda answers for flagos; torch._dynamo imports")
+        )
+    return findings
+
+
 def doctor(backend: str | None = None) -> dict[str, Any]:
     """Run every check; the result is JSON-ready (see the module docstring)."""
     findings = _torch_version() + _privateuse1()
     more, info = _backend(backend)
-    findings += more + _libraries() + _wsl() + _cache_dir()
+    findings += more + (_alias() if info else []) + _libraries() + _wsl() + _cache_dir()
     count = {s: sum(f["severity"] == s for f in findings) for s in _SEVERITIES}
     return {
         "backend": info["backend"] if info else None,
