@@ -72,6 +72,8 @@ fi
 # python/flagos_torchfl/; a re-run only rebuilds what changed.
 log "building and installing flagos-torchfl (pip install --no-build-isolation -e .)"
 export FLAGOS_BUILD_JOBS=${FLAGOS_BUILD_JOBS:-2}
+# Paths under the clone hash relative: another clone (CI's) reuses ccache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 pip_install --no-build-isolation --no-deps -e .
 "$PYTHON" -c 'import flagos_torchfl._C' || {
   echo "setup: flagos_torchfl._C was built but does not import" >&2

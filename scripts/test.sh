@@ -30,6 +30,35 @@ elif [ -n "${CI:-}" ]; then
   failed+=("opencl backend unavailable (PoCL is installed by scripts/setup.sh)")
 fi
 
+# The torch matrix (README, "Tested torch versions"): the suite above ran on
+# this Python's torch (2.13.0 CPU on a fresh machine); the newest release and
+# the model-zoo environment are CUDA wheels from the registry, each in a
+# cached virtualenv with flagos built into it (scripts/torch_env.sh).
+# FLAGOS_TORCH_MATRIX=0 skips them (a quick local run).
+MATRIX_CORE_TESTS=(tests/python/test_initialize.py tests/python/test_copy.py
+  tests/python/test_fallback.py tests/python/test_memory.py tests/python/test_streams.py
+  tests/python/test_rng.py tests/python/test_parameter_identity.py
+  tests/python/test_cuda_alias.py tests/python/test_cuda_alias_switch.py
+  tests/python/test_alias_torch_stack.py tests/python/test_distributed.py
+  tests/python/test_models.py tests/python/test_exit_stress.py)
+ZOO_TESTS=(tests/python/test_model_zoo.py tests/python/test_alias_torch_stack.py)
+if [ "${FLAGOS_TORCH_MATRIX:-1}" != 0 ]; then
+  if py=$(bash scripts/torch_env.sh 2.15.0 | tail -n 1); then
+    run env FLAGOS_CACHE_DIR="$PWD/build/kernel-cache-2.15.0" "$py" -m pytest \
+      "${MATRIX_CORE_TESTS[@]}" tests/python/test_model_zoo.py
+  else
+    failed+=("torch 2.15.0: environment or build (scripts/torch_env.sh 2.15.0)")
+  fi
+  if py=$(bash scripts/torch_env.sh 2.14.1 | tail -n 1); then
+    run env FLAGOS_REQUIRE_ZOO=1 FLAGOS_CACHE_DIR="$PWD/build/kernel-cache-2.14.1" \
+      "$py" -m pytest "${ZOO_TESTS[@]}"
+    run env FLAGOS_REQUIRE_ZOO=1 FLAGOS_BACKEND=opencl \
+      FLAGOS_CACHE_DIR="$PWD/build/kernel-cache-2.14.1" "$py" -m pytest tests/python/test_model_zoo.py
+  else
+    failed+=("torch 2.14.1: environment or build (scripts/torch_env.sh 2.14.1)")
+  fi
+fi
+
 if [ ${#failed[@]} -gt 0 ]; then
   printf '\nFAILED:\n' >&2
   printf '  %s\n' "${failed[@]}" >&2

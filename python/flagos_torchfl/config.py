@@ -230,7 +230,7 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar(
         "FLAGOS_EXIT_TIMEOUT",
         "30",
-        "core",
+        "python",
         "Seconds the interpreter's exit waits for background builds still running (queued ones "
         "are dropped at once); a build that outlives it is left unfinished and not cached "
         "(Note [Stopping background work]).",
@@ -256,6 +256,41 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "Python tests",
         "Path where `tests/python/test_opinfo_catalog.py` writes its per-operator results as "
         "JSON (input of `codegen/gen_operator_support.py`). Unset: no report.",
+    ),
+    EnvVar(
+        "FLAGOS_STRESS_RUNS",
+        "6",
+        "Python tests",
+        "Short processes per backend of `tests/python/test_exit_stress.py` (each must exit 0 "
+        "with background kernel builds still running at exit).",
+    ),
+    EnvVar(
+        "FLAGOS_REQUIRE_ZOO",
+        "",
+        "Python tests",
+        "`1`: the model-zoo and alias-stack tests fail instead of skipping when torchvision, timm "
+        "or transformers is missing (CI's torch 2.14.1 environment sets it).",
+    ),
+    EnvVar(
+        "FLAGOS_TORCH_MATRIX",
+        "1",
+        "scripts",
+        "`0`: `scripts/test.sh` skips the other torch releases (the torch 2.15.0 and 2.14.1 "
+        "virtualenvs of `scripts/torch_env.sh`).",
+    ),
+    EnvVar(
+        "FLAGOS_ENV_CACHE",
+        "/var/cache/flagos-torchfl",
+        "scripts",
+        "Where `scripts/torch_env.sh` keeps its virtualenvs (outside the clone, so CI downloads "
+        "each torch release once per machine).",
+    ),
+    EnvVar(
+        "FLAGOS_BUILD_DIR",
+        "build/cmake",
+        "setup.py",
+        "CMake build folder of `pip install --no-build-isolation .`; one per torch release "
+        "(`scripts/torch_env.sh` uses `build/torch-<version>`).",
     ),
     EnvVar(
         "FLAGOS_BUILD_JOBS",

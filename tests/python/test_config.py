@@ -45,6 +45,7 @@ READERS = {
     "opencl plugin": ["backends/opencl"],
     "C++ tests": ["tests/cpp"],
     "Python tests": ["tests/python"],
+    "scripts": ["scripts"],
 }
 
 

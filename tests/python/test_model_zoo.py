@@ -1,0 +1,98 @@
+"""Third-party models (torchvision, timm, transformers) on flagos against CPU.
+
+Each model of zoo/models.py (the libraries' own classes, tiny configurations,
+random seeded weights) runs one forward and backward in training mode on
+CPU and on flagos from the same weights. Compared: the output and every
+parameter's gradient. And counted: host fallbacks (the target is none).
+
+Tolerances, with their reason. Most tensors agree to rtol 1e-4. Some models
+amplify rounding noise: batch norm over a handful of values (a ResNet's
+last stage sees 2 values per channel at batch 2) divides by a tiny
+variance. For those the yardstick is CPU against CPU: the same model with
+its weights perturbed by 1e-6 relative gives the noise floor of that very
+tensor, and flagos must stay within a few times it (float32 rounding is
+~6e-8 per operation, well below a 1e-6 perturbation). No tolerance is
+loosened across the board.
+
+Packages that are not installed are skipped, unless FLAGOS_REQUIRE_ZOO=1
+(CI's model-zoo environment, scripts/torch_env.sh 2.14.1).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+
+import flagos_torchfl as ft
+import pytest
+import torch
+from zoo.models import ZOO
+
+BASE_RTOL = 1e-4
+NOISE_FACTOR = 4.0
+PERTURBATION = 1e-6
+
+
+def needs(package: str):
+    if importlib.util.find_spec(package) is None:
+        if os.environ.get("FLAGOS_REQUIRE_ZOO") == "1":
+            pytest.fail(f"{package} is not installed (FLAGOS_REQUIRE_ZOO=1)")
+        pytest.skip(f"{package} is not installed")
+
+
+def to(value, device):
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def run(model, inputs, loss_fn, device):
+    """Forward + backward; the output and the gradients by parameter name, on CPU."""
+    model = model.to(device).train()
+    model.zero_grad(set_to_none=True)
+    out = model(*(to(x, device) for x in inputs))
+    loss = loss_fn(out)
+    loss.backward()
+    tensors = {"loss": loss.detach()}
+    logits = getattr(out, "logits", out)
+    tensors["output"] = logits.detach()
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            tensors[f"grad {name}"] = p.grad
+    return {k: v.detach().cpu().double() for k, v in tensors.items()}
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    scale = b.abs().max().item()
+    return (a - b).abs().max().item() / (scale if scale > 0 else 1.0)
+
+
+def perturbed(model, rel: float):
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1 + rel * (2 * torch.rand(p.shape, generator=gen) - 1))
+    return model
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_zoo_model_matches_cpu_without_fallbacks(name):
+    package, build = ZOO[name]
+    needs(package)
+    torch.manual_seed(0)
+    model, inputs, loss_fn = build()
+    cpu = run(copy.deepcopy(model), inputs, loss_fn, "cpu")
+    noise = run(perturbed(copy.deepcopy(model), PERTURBATION), inputs, loss_fn, "cpu")
+    ft.reset_op_stats()
+    dev = run(copy.deepcopy(model), inputs, loss_fn, "flagos")
+    stats = ft.op_stats()
+
+    fallbacks = {op: t["fallback"] for op, t in stats.items() if t.get("fallback")}
+    assert not fallbacks, f"{name}: host fallbacks {fallbacks}"
+    assert dev.keys() == cpu.keys()
+    bad = []
+    for key, ref in cpu.items():
+        err = relative_error(dev[key], ref)
+        floor = relative_error(noise[key], ref)
+        if err > max(BASE_RTOL, NOISE_FACTOR * floor):
+            bad.append(f"{key}: error {err:.2e}, CPU noise floor {floor:.2e}")
+    assert not bad, f"{name}: {len(bad)} of {len(cpu)} tensors differ:\n" + "\n".join(bad[:20])
