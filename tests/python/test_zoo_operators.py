@@ -16,16 +16,16 @@ import torch
 import torch.nn.functional as F
 
 X = torch.randn(5, 4, 3, generator=torch.Generator().manual_seed(0))
-I = torch.tensor([[0, 4], [-1, 2]])
-J = torch.tensor([1, 3])
+IDX = torch.tensor([[0, 4], [-1, 2]])
+JDX = torch.tensor([1, 3])
 
 INDEXERS = {
-    "leading": lambda t, d: t[I.to(d)],
-    "cpu index tensor": lambda t, d: t[I],
-    "second dim": lambda t, d: t[:, J.to(d)],
-    "two dims": lambda t, d: t[I.to(d), J.to(d)],
-    "trailing pair": lambda t, d: t[:, J.to(d), torch.tensor([0, 2], device=d)],
-    "int32 after ellipsis": lambda t, d: t[..., (J - 1).int().to(d)],
+    "leading": lambda t, d: t[IDX.to(d)],
+    "cpu index tensor": lambda t, d: t[IDX],
+    "second dim": lambda t, d: t[:, JDX.to(d)],
+    "two dims": lambda t, d: t[IDX.to(d), JDX.to(d)],
+    "trailing pair": lambda t, d: t[:, JDX.to(d), torch.tensor([0, 2], device=d)],
+    "int32 after ellipsis": lambda t, d: t[..., (JDX - 1).int().to(d)],
 }
 
 
