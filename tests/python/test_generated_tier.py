@@ -369,3 +369,20 @@ def test_empty_outputs_need_no_kernel(backend, tmp_path):
     r = run(backend, EMPTY_OUTPUTS, tmp_path)
     assert r["bad"] == {}, r["bad"]
     assert r["fallbacks"] == {}, r["fallbacks"]
+
+
+def test_hypot_at_the_float_max_and_logit_with_a_large_eps_match_cpu():
+    # Samples torch 2.15's OpInfo added: sqrt(a*a + b*b) overflowed to inf
+    # at 3.4e38, and clamp(x, eps, 1 - eps) with eps > 0.5 gave 1 - eps where
+    # CPU's logit takes eps (x < eps is tested first); the backward ignored eps.
+    a = torch.tensor([3.4028e38, 1.0, -3e38, 3.0])
+    b = torch.tensor([1.0, 3.4028e38, 1.0, 4.0])
+    torch.testing.assert_close(torch.hypot(a.to("flagos"), b.to("flagos")).cpu(), torch.hypot(a, b))
+    x = torch.tensor([0.029, 0.4, 0.7, 1.2, -0.1, float("nan")], requires_grad=True)
+    for eps in (None, 0.6, 0.1):
+        xd = x.detach().to("flagos").requires_grad_()
+        ref, out = torch.logit(x, eps), torch.logit(xd, eps)
+        torch.testing.assert_close(out.cpu(), ref, equal_nan=True)
+        (grad,) = torch.autograd.grad(ref.nansum(), x)
+        (grad_dev,) = torch.autograd.grad(out.nansum(), xd)
+        torch.testing.assert_close(grad_dev.cpu(), grad, equal_nan=True)
