@@ -117,3 +117,28 @@ def test_grouped_convolution_is_three_gemms_whatever_the_groups(channels, groups
     if stats["aten::convolution"].get("decomposition"):  # the composite: GEMMs counted
         assert sum(stats["aten::bmm"].values()) == 3, stats["aten::bmm"]
         assert "aten::cat" not in stats
+
+
+@pytest.mark.parametrize("groups", [1, 4, 16])
+def test_convolution_of_a_permuted_input_matches_cpu(groups):
+    # ConvNeXt's blocks end in permute(0, 3, 1, 2): the next (depthwise) conv
+    # sees channels-last strides and CPU answers channels-last outputs
+    # (Note [Strided convolution operands] in the host plugin).
+    torch.manual_seed(0)
+    x = torch.randn(2, 9, 9, 16).permute(0, 3, 1, 2).requires_grad_()
+    w = torch.randn(16, 16 // groups, 7, 7, requires_grad=True)
+    b = torch.randn(16, requires_grad=True)
+    ref = F.conv2d(x, w, b, padding=3, groups=groups)
+    grad = torch.randn_like(ref)
+    ref.backward(grad)
+    xd, wd, bd = (t.detach().to("flagos").requires_grad_() for t in (x, w, b))
+    ft.reset_op_stats()
+    out = F.conv2d(xd, wd, bd, padding=3, groups=groups)
+    out.backward(grad.to("flagos"))
+    for got, want in ((out, ref), (xd.grad, x.grad), (wd.grad, w.grad), (bd.grad, b.grad)):
+        torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-4)
+    assert fallbacks() == {}
+    if ft.backend_info(verbose=False)["backend"] == "host":  # its conv kernel takes any layout
+        stats = ft.op_stats()
+        assert stats["aten::convolution"] == {"native": 1}, stats["aten::convolution"]
+        assert stats["aten::convolution_backward"] == {"native": 1}
