@@ -149,7 +149,7 @@ void initialize(const InitOptions& options) {
                 "'; cannot switch to '", options.backend, "' in the same process");
     return;
   }
-  auto candidates = detail::discoverPlugins(options.search_paths, pluginCache());
+  auto candidates = detail::discoverPlugins(options.search_paths, pluginCache(), options.backend);
   for (auto* p : candidates)
     if (p->report.status == "selected") p->report.status = "usable";
   g_reports = reportsOf(candidates);

@@ -32,6 +32,13 @@ std::string boundedString(const char* s, size_t capacity) {
 
 // dlopen + entry point + table checks. Fills p.report on failure.
 bool loadLibrary(Plugin& p) {
+  // Only a regular file is opened: dlopen of a FIFO named *.so blocks
+  // forever, and of a device or folder makes no sense.
+  struct stat file {};
+  if (stat(p.realpath.c_str(), &file) != 0 || !S_ISREG(file.st_mode)) {
+    p.report.reason = "not a regular file";
+    return false;
+  }
   dlerror();
   // RTLD_LOCAL: a vendor's copy of a library never satisfies torch's (or
   // another vendor's) symbols. See Note [Plugin symbol isolation].
@@ -134,8 +141,11 @@ Plugin* loadOne(const std::string& path, std::map<std::string, std::unique_ptr<P
 }  // namespace
 
 std::vector<Plugin*> discoverPlugins(const std::vector<std::string>& search_paths,
-                                     std::map<std::string, std::unique_ptr<Plugin>>& cache) {
-  std::vector<std::string> files;
+                                     std::map<std::string, std::unique_ptr<Plugin>>& cache,
+                                     const std::string& named) {
+  // Folder entries, and the named backend's own file name among them.
+  std::vector<std::string> files, own;
+  const std::string own_name = named.empty() ? "" : "libflagos_" + named + ".so";
   std::vector<Plugin*> out;
   for (const auto& entry : search_paths) {
     if (entry.empty()) continue;
@@ -144,16 +154,35 @@ std::vector<Plugin*> discoverPlugins(const std::vector<std::string>& search_path
       std::vector<std::string> names;
       if (DIR* dir = opendir(entry.c_str())) {
         while (dirent* d = readdir(dir)) {
-          if (isPluginFileName(d->d_name)) names.emplace_back(d->d_name);
+          if (!isPluginFileName(d->d_name)) continue;
+          struct stat file {};
+          const std::string path = entry + "/" + d->d_name;
+          // Regular files only (a FIFO would block dlopen); not reported.
+          if (stat(path.c_str(), &file) == 0 && S_ISREG(file.st_mode))
+            names.emplace_back(d->d_name);
         }
         closedir(dir);
       }
       std::sort(names.begin(), names.end());
-      for (const auto& n : names) files.push_back(entry + "/" + n);
+      for (const auto& n : names) {
+        files.push_back(entry + "/" + n);
+        if (n == own_name) own.push_back(files.back());
+      }
     } else {
       files.push_back(entry);  // a file, or a missing path (reported as such)
+      own.push_back(entry);    // named explicitly: always a candidate
     }
   }
+  // Note [A named backend opens only its own plugin]: another vendor's file
+  // (a broken one, one whose entry point crashes) must not stop
+  // initialize("host"). When the named backend's libflagos_<name>.so is in
+  // a folder, only it and the files listed one by one are opened; otherwise
+  // (a plugin under another file name) every candidate is.
+  const bool found_own = std::any_of(own.begin(), own.end(), [&](const std::string& f) {
+    return f.size() >= own_name.size() &&
+           f.compare(f.size() - own_name.size(), own_name.size(), own_name) == 0;
+  });
+  if (!named.empty() && named != "auto" && found_own) files = own;
   std::set<Plugin*> seen;
   std::map<std::string, Plugin*> by_name;
   for (const auto& f : files) {

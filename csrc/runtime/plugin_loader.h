@@ -43,12 +43,16 @@ struct Plugin {
 };
 
 // Load every candidate named by `search_paths` (a folder contributes every
-// lib*.so in it, sorted; a file path is taken as is). Libraries already in
-// `cache` (by real path) are reused, not reloaded or re-probed. Returns the
-// candidates in discovery order; never throws for a bad plugin (the reason
-// lands in its report).
+// regular lib*.so file in it, sorted; a file path is taken as is). With a
+// backend @p named (not "auto") whose libflagos_<name>.so is in a folder,
+// only that file and the paths listed one by one are loaded (Note [A named
+// backend opens only its own plugin]). Libraries already in `cache` (by
+// real path) are reused, not reloaded or re-probed. Returns the candidates
+// in discovery order; never throws for a bad plugin (the reason lands in
+// its report).
 std::vector<Plugin*> discoverPlugins(const std::vector<std::string>& search_paths,
-                                     std::map<std::string, std::unique_ptr<Plugin>>& cache);
+                                     std::map<std::string, std::unique_ptr<Plugin>>& cache,
+                                     const std::string& named = "");
 
 // Check p.tables (filled by the entry point) and normalize them into p's
 // copies; on failure `why` says what is wrong. table_checks.cpp.

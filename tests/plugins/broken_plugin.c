@@ -13,6 +13,7 @@
  * rejects it can only be rejecting that defect. Members past init never run:
  * they answer FLAGOS_ERROR_NOT_SUPPORTED.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "flagos/vendor.h"
@@ -201,6 +202,9 @@ static const flagosStreamTable kStream = {sizeof(flagosStreamTable),
 #elif defined(BROKEN_INIT_FAILS)
 #define BROKEN_ABI_MAJOR FLAGOS_ABI_VERSION_MAJOR
 #define BROKEN_NAME "test_init_fails"
+#elif defined(BROKEN_ENTRY_CRASHES)
+#define BROKEN_ABI_MAJOR FLAGOS_ABI_VERSION_MAJOR
+#define BROKEN_NAME "test_entry_crashes"
 #else
 #error "define one BROKEN_* macro"
 #endif
@@ -219,6 +223,11 @@ BROKEN_ENTRY(uint16_t core_abi_major, uint16_t core_abi_minor, flagosVendorTable
   BROKEN_UNUSED(core_abi_major);
   BROKEN_UNUSED(core_abi_minor);
   if (tables == NULL) return FLAGOS_ERROR_INVALID_ARGUMENT;
+#ifdef BROKEN_ENTRY_CRASHES
+  /* A vendor library that takes the process down when asked for its tables:
+   * a named other backend must never open it. */
+  abort();
+#endif
   memset(&t, 0, sizeof(t));
   t.struct_size = sizeof(t);
   t.abi_major = BROKEN_ABI_MAJOR;

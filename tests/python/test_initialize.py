@@ -292,3 +292,28 @@ def test_auto_in_code_defers_to_flagos_backend(run_python):
     proc = run_python(code, FLAGOS_BACKEND="opencl", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "opencl"
+
+
+def test_a_named_backend_opens_only_its_own_plugin(run_python, test_plugin, tmp_path):
+    # Other vendors' files beside it: one whose entry point aborts, a FIFO
+    # named like a plugin (dlopen would block on it forever), a folder.
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "libflagos_test_entry_crashes.so").symlink_to(test_plugin("entry_crashes"))
+    os.mkfifo(folder / "libflagos_fifo.so")
+    (folder / "libflagos_folder.so").mkdir()
+    result = start(run_python, "host", FLAGOS_PLUGIN_PATH=str(folder))
+    assert result["ok"] and result["backend"] == "host", result
+    opened = {os.path.basename(r["path"]) for r in result["discovery"]}
+    assert opened == {"libflagos_host.so"}, result["discovery"]
+
+
+def test_auto_skips_what_is_not_a_regular_file(run_python, tmp_path):
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    os.mkfifo(folder / "libflagos_fifo.so")
+    (folder / "libflagos_folder.so").mkdir()
+    result = start(run_python, "auto", FLAGOS_PLUGIN_PATH=str(folder))
+    assert_auto_choice(result)
+    opened = {os.path.basename(r["path"]) for r in result["discovery"]}
+    assert not opened & {"libflagos_fifo.so", "libflagos_folder.so"}, result["discovery"]
