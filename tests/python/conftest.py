@@ -129,6 +129,17 @@ def test_plugin():
     return path
 
 
+def needs_package(package: str) -> None:
+    """Skip unless @p package is installed; under FLAGOS_REQUIRE_ZOO=1 (CI's
+    model-zoo environment) a missing package fails instead."""
+    import importlib.util
+
+    if importlib.util.find_spec(package) is None:
+        if os.environ.get("FLAGOS_REQUIRE_ZOO") == "1":
+            pytest.fail(f"{package} is not installed (FLAGOS_REQUIRE_ZOO=1)")
+        pytest.skip(f"{package} is not installed")
+
+
 def assert_close_to_cpu(on_device: torch.Tensor, on_cpu: torch.Tensor, **tolerances) -> None:
     """The flagos result lives on flagos and equals the CPU one (within tolerances)."""
     assert on_device.device.type == "flagos", f"result on {on_device.device}, expected flagos"

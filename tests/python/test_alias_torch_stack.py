@@ -10,11 +10,7 @@ FLAGOS_REQUIRE_ZOO=1 (CI's model-zoo environment) makes that a failure.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
-import pytest
-from conftest import check_ok
+from conftest import check_ok, needs_package
 
 PRELUDE = """
 import torch, flagos_torchfl as ft
@@ -22,13 +18,6 @@ ft.initialize("host")
 from flagos_torchfl import cuda_alias
 assert cuda_alias.is_active(), cuda_alias.status()
 """
-
-
-def needs(package: str):
-    if importlib.util.find_spec(package) is None:
-        if os.environ.get("FLAGOS_REQUIRE_ZOO") == "1":
-            pytest.fail(f"{package} is not installed (FLAGOS_REQUIRE_ZOO=1)")
-        pytest.skip(f"{package} is not installed")
 
 
 def run(run_python, body: str) -> str:
@@ -94,7 +83,7 @@ print("loader ok")
 
 
 def test_torchvision_model_on_cuda(run_python):
-    needs("torchvision")
+    needs_package("torchvision")
     out = run(
         run_python,
         """
@@ -112,7 +101,7 @@ print("torchvision ok")
 
 
 def test_timm_imports_and_builds(run_python):
-    needs("timm")
+    needs_package("timm")
     out = run(
         run_python,
         """
@@ -125,7 +114,7 @@ print("timm ok", tuple(model(torch.randn(1, 3, 32, 32, device="cuda")).shape))
 
 
 def test_transformers_imports_and_runs(run_python):
-    needs("transformers")
+    needs_package("transformers")
     out = run(
         run_python,
         """

@@ -21,24 +21,16 @@ Packages that are not installed are skipped, unless FLAGOS_REQUIRE_ZOO=1
 from __future__ import annotations
 
 import copy
-import importlib.util
-import os
 
 import flagos_torchfl as ft
 import pytest
 import torch
+from conftest import needs_package
 from zoo.models import ZOO
 
 BASE_RTOL = 1e-4
 NOISE_FACTOR = 4.0
 PERTURBATION = 1e-6
-
-
-def needs(package: str):
-    if importlib.util.find_spec(package) is None:
-        if os.environ.get("FLAGOS_REQUIRE_ZOO") == "1":
-            pytest.fail(f"{package} is not installed (FLAGOS_REQUIRE_ZOO=1)")
-        pytest.skip(f"{package} is not installed")
 
 
 def to(value, device):
@@ -77,7 +69,7 @@ def perturbed(model, rel: float):
 def differences(name: str, change_device_model=None) -> tuple[list[str], dict[str, int]]:
     """(tensors beyond tolerance, host fallbacks) of one zoo model's step on flagos."""
     package, build = ZOO[name]
-    needs(package)
+    needs_package(package)
     torch.manual_seed(0)
     model, inputs, loss_fn = build()
     cpu = run(copy.deepcopy(model), inputs, loss_fn, "cpu")
