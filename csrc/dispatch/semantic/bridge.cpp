@@ -74,6 +74,7 @@
 #include "dispatch/semantic/catalog.h"
 #include "dispatch/semantic/generated_tier.h"
 #include "dispatch/semantic/host_tier.h"
+#include "dispatch/semantic/overlap.h"
 #include "dispatch/semantic/shape_store.h"
 #include "runtime/allocator.h"
 #include "runtime/backend.h"
@@ -174,6 +175,12 @@ class SemanticKernel final : public c10::OperatorKernel {
  private:
   // The tiers; returns the one that ran.
   Tier run(const c10::OperatorHandle& op, Route route, torch::jit::Stack* stack) {
+    if (kind_ != OutKind::Functional) {  // Note [Overlapping writes]: CPU's error, any tier
+      checkWrittenOverlap(spec_.family,
+                          c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - num_args_,
+                                                     static_cast<size_t>(num_args_)),
+                          outputs_, inputs_);
+    }
     if (route == Route::Auto || route == Route::Native) {
       if (flagosKernelFn fn = kernel()) {
         if (tryKernel(op, fn, stack) == Native::Done) {
