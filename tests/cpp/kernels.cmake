@@ -6,7 +6,10 @@ file(GLOB _kernels_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/kernels/*
 if(_kernels_tests)
   add_executable(kernels_test ${_kernels_tests})
   target_compile_options(kernels_test PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  # FLAGOS_CATALOG_YAML: the catalog the row tests read (not found through
+  # __FILE__, which ccache's base_dir makes relative).
   target_compile_definitions(kernels_test PRIVATE
+    FLAGOS_CATALOG_YAML="${CMAKE_SOURCE_DIR}/ops/catalog.yaml"
     FLAGOS_TEST_CC="${CMAKE_C_COMPILER}"
     FLAGOS_HOST_PLUGIN="$<TARGET_FILE:flagos_host_plugin>")
   target_link_libraries(kernels_test PRIVATE flagos_kernels GTest::gtest_main ${CMAKE_DL_LIBS})

@@ -237,8 +237,7 @@ inline std::string field(const std::string& line, const std::string& key) {
 
 // The catalog's rows of @p family, by a line scan of ops/catalog.yaml.
 inline std::vector<CatalogRow> catalogRows(const std::string& family) {
-  std::string path = std::string(__FILE__);
-  path = path.substr(0, path.rfind("/tests/cpp/kernels/")) + "/ops/catalog.yaml";
+  const std::string path = FLAGOS_CATALOG_YAML;
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
   std::vector<CatalogRow> rows;
