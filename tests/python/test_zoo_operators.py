@@ -142,3 +142,25 @@ def test_convolution_of_a_permuted_input_matches_cpu(groups):
         stats = ft.op_stats()
         assert stats["aten::convolution"] == {"native": 1}, stats["aten::convolution"]
         assert stats["aten::convolution_backward"] == {"native": 1}
+
+
+def test_layer_norm_over_a_permuted_view_matches_cpu():
+    # ConvNeXt normalizes channels over permute(0, 2, 3, 1) of an NCHW tensor.
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 5, 5).permute(0, 2, 3, 1).requires_grad_()
+    w = torch.randn(16, requires_grad=True)
+    b = torch.randn(16, requires_grad=True)
+    ref = F.layer_norm(x, (16,), w, b)
+    grad = torch.randn(2, 16, 5, 5).permute(0, 2, 3, 1)  # a strided gradient too
+    ref.backward(grad)
+    xd, wd, bd = (t.detach().to("flagos").requires_grad_() for t in (x, w, b))
+    ft.reset_op_stats()
+    out = F.layer_norm(xd, (16,), wd, bd)
+    out.backward(grad.to("flagos"))
+    for got, want in ((out, ref), (xd.grad, x.grad), (wd.grad, w.grad), (bd.grad, b.grad)):
+        torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-5)
+    assert fallbacks() == {}
+    if ft.backend_info(verbose=False)["backend"] == "host":
+        stats = ft.op_stats()
+        assert stats["aten::native_layer_norm"] == {"native": 1}, stats
+        assert stats["aten::native_layer_norm_backward"] == {"native": 1}

@@ -41,53 +41,8 @@ struct Geom {
 // Operands may arrive in any layout: a permuted view (ConvNeXt's blocks end
 // in permute(0, 3, 1, 2), so the next depthwise conv sees channels-last
 // strides, and CPU then asks for a channels-last output). The kernels work
-// on NCHW: a strided input is packed into a scratch copy on the stream, a
-// strided output is computed in scratch and scattered back. One copy each,
-// far cheaper than declining to the im2col + GEMM composite.
-template <typename T>
-void packNchw(Tensor& t, std::vector<T>& scratch) {
-  if (t.contiguous()) return;
-  scratch.resize(t.numel());
-  int64_t k = 0;
-  for (int64_t a = 0; a < t.shape[0]; ++a)
-    for (int64_t b = 0; b < t.shape[1]; ++b)
-      for (int64_t c = 0; c < t.shape[2]; ++c)
-        for (int64_t d = 0; d < t.shape[3]; ++d)
-          scratch[k++] =
-              t.ptr<T>()[a * t.strides[0] + b * t.strides[1] + c * t.strides[2] + d * t.strides[3]];
-  t.data = reinterpret_cast<char*>(scratch.data());
-  int64_t st = 1;
-  for (int d = 3; d >= 0; --d) {
-    t.strides[d] = st;
-    st *= t.shape[d];
-  }
-}
-
-// @p t's data, in NCHW scratch when @p t is strided (scatter() writes it back).
-template <typename T>
-T* outputNchw(const Tensor& t, std::vector<T>& scratch) {
-  if (t.contiguous()) return t.ptr<T>();
-  scratch.resize(t.numel());
-  return scratch.data();
-}
-template <typename T>
-void scatter(const Tensor& t, const std::vector<T>& scratch) {
-  if (t.contiguous()) return;
-  int64_t k = 0;
-  for (int64_t a = 0; a < t.shape[0]; ++a)
-    for (int64_t b = 0; b < t.shape[1]; ++b)
-      for (int64_t c = 0; c < t.shape[2]; ++c)
-        for (int64_t d = 0; d < t.shape[3]; ++d)
-          t.ptr<T>()[a * t.strides[0] + b * t.strides[1] + c * t.strides[2] + d * t.strides[3]] =
-              scratch[k++];
-}
-
-// An output the NCHW scatter can write: no element twice (stride 0).
-bool writable(const Tensor& t) {
-  for (int d = 0; d < t.ndim; ++d)
-    if (t.shape[d] > 1 && t.strides[d] == 0) return false;
-  return true;
-}
+// on NCHW through Note [Strided operands] (kernels.h): far cheaper than
+// declining to the im2col + GEMM composite.
 
 // Scalars: stride[3], padding[3], dilation[3], transposed, output_padding[3], groups.
 // Any layout (Note [Strided convolution operands]); no zero strides in an
@@ -187,11 +142,11 @@ flagosStatus_t convForward(flagosStream_t stream, const flagosTensor* o, int32_t
     dispatchFloating(dt, [&](auto tag) {
       using T = decltype(tag);
       std::vector<T> xs_nchw, w_nchw, y_nchw;
-      packNchw(x, xs_nchw);
-      packNchw(w, w_nchw);
+      packContiguous(x, xs_nchw);
+      packContiguous(w, w_nchw);
       // NCHW output: y itself, or scratch scattered into y at the end.
-      T* const out = outputNchw(y, y_nchw);
-      auto done = [&] { scatter(y, y_nchw); };
+      T* const out = outputContiguous(y, y_nchw);
+      auto done = [&] { scatterContiguous(y, y_nchw); };
       if constexpr (std::is_same_v<T, float>) {
         if (dnnlConvForward(g.shape(), x.ptr<T>(), w.ptr<T>(), b.ndim >= 0 ? b.ptr<T>() : nullptr,
                             out)) {
@@ -248,14 +203,14 @@ flagosStatus_t convBackward(flagosStream_t stream, const flagosTensor* o, int32_
       // NCHW operands (Note [Strided convolution operands]); gy of a sum's
       // backward arrives with stride 0.
       std::vector<T> gy_nchw, x_nchw, w_nchw, gx_nchw, gw_nchw;
-      packNchw(gy, gy_nchw);
-      packNchw(x, x_nchw);
-      packNchw(w, w_nchw);
+      packContiguous(gy, gy_nchw);
+      packContiguous(x, x_nchw);
+      packContiguous(w, w_nchw);
       const Tensor gx_given = gx;
-      if (mx) gx.data = reinterpret_cast<char*>(outputNchw(gx_given, gx_nchw));
+      if (mx) gx.data = reinterpret_cast<char*>(outputContiguous(gx_given, gx_nchw));
       const bool want_gx = mx;
       const Tensor gw_given = gw;
-      if (mw) gw.data = reinterpret_cast<char*>(outputNchw(gw_given, gw_nchw));
+      if (mw) gw.data = reinterpret_cast<char*>(outputContiguous(gw_given, gw_nchw));
       const bool want_gw = mw;
       if constexpr (std::is_same_v<T, float>) {
         if (mx && dnnlConvBackwardData(g.shape(), gy.ptr<T>(), w.ptr<T>(), gx.ptr<T>())) mx = false;
@@ -290,8 +245,8 @@ flagosStatus_t convBackward(flagosStream_t stream, const flagosTensor* o, int32_
             }
           }
         }
-      if (want_gx) scatter(gx_given, gx_nchw);
-      if (want_gw) scatter(gw_given, gw_nchw);
+      if (want_gx) scatterContiguous(gx_given, gx_nchw);
+      if (want_gw) scatterContiguous(gw_given, gw_nchw);
       if (mb) {
         parallelFor(g.OC, 1, [&](int64_t lo, int64_t hi) {
           for (int64_t oc = lo; oc < hi; ++oc) {

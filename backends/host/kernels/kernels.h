@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "flagos/kernel.h"
 
@@ -71,6 +72,59 @@ struct Tensor {
 };
 
 Tensor copyTensor(const flagosTensor& t);
+
+// Note [Strided operands]: a kernel that wants row-major data takes a
+// strided operand by packing it into scratch (packContiguous: @p t then
+// points at the packed copy) and writes a strided output through scratch
+// (outputContiguous, then scatterContiguous). One copy each, on the stream.
+template <typename Fn>
+void forEachIndex(const Tensor& t, Fn&& fn) {  // fn(element offset), row-major order
+  const int64_t n = t.numel();
+  int64_t index[FLAGOS_MAX_DIMS] = {};
+  int64_t offset = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    fn(offset);
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      offset += t.strides[d];
+      if (++index[d] < t.shape[d]) break;
+      offset -= t.strides[d] * t.shape[d];
+      index[d] = 0;
+    }
+  }
+}
+template <typename T>
+void packContiguous(Tensor& t, std::vector<T>& scratch) {
+  if (t.contiguous()) return;
+  scratch.resize(t.numel());
+  T* dst = scratch.data();
+  const T* src = t.ptr<T>();
+  forEachIndex(t, [&](int64_t off) { *dst++ = src[off]; });
+  t.data = reinterpret_cast<char*>(scratch.data());
+  int64_t st = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    t.strides[d] = st;
+    st *= t.shape[d];
+  }
+}
+template <typename T>
+T* outputContiguous(const Tensor& t, std::vector<T>& scratch) {
+  if (t.contiguous()) return t.ptr<T>();
+  scratch.resize(t.numel());
+  return scratch.data();
+}
+template <typename T>
+void scatterContiguous(const Tensor& t, const std::vector<T>& scratch) {
+  if (t.contiguous()) return;
+  const T* src = scratch.data();
+  T* dst = t.ptr<T>();
+  forEachIndex(t, [&](int64_t off) { dst[off] = *src++; });
+}
+// An output scatterContiguous can write: no element twice (stride 0).
+inline bool writable(const Tensor& t) {
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.shape[d] > 1 && t.strides[d] == 0) return false;
+  return true;
+}
 
 // Enqueue @p work on @p stream (see the Note above). Returns
 // FLAGOS_ERROR_INVALID_ARGUMENT for a bad handle. An idle stream runs small

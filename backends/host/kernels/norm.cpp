@@ -1,4 +1,4 @@
-// Normalization: native_layer_norm forward (contiguous input) and
+// Normalization: native_layer_norm forward (any input layout) and
 // native_batch_norm forward in training mode (any layout whose spatial dims
 // collapse into one, i.e. NCHW and channels-last). Statistics in double.
 #include <cmath>
@@ -18,7 +18,9 @@ flagosStatus_t layerNorm(flagosStream_t stream, const flagosTensor* o, int32_t n
   const flagosDtype_t dt = x.dtype;
   if (!dispatchFloating(dt, [](auto) {}) || out.dtype != dt || mean.dtype != dt || rstd.dtype != dt)
     return FLAGOS_ERROR_NOT_SUPPORTED;
-  if (!x.contiguous() || !out.contiguous() || !mean.contiguous() || !rstd.contiguous())
+  // A strided input (ConvNeXt's layer norm over a permuted view) is packed
+  // on the stream (Note [Strided operands]); outputs are fresh and row-major.
+  if (!out.contiguous() || !mean.contiguous() || !rstd.contiguous())
     return FLAGOS_ERROR_NOT_SUPPORTED;
   const int axis = x.ndim - static_cast<int>(sc[0].i);
   if (axis < 0) return FLAGOS_ERROR_NOT_SUPPORTED;
@@ -29,9 +31,11 @@ flagosStatus_t layerNorm(flagosStream_t stream, const flagosTensor* o, int32_t n
     if (p->dtype != dt || !p->contiguous() || p->numel() != N) return FLAGOS_ERROR_NOT_SUPPORTED;
   }
   const double eps = scalarAs<double>(sc[1], 1e-5);
-  return submit(stream, [x, w, b, out, mean, rstd, M, N, eps, dt] {
+  return submit(stream, [x, w, b, out, mean, rstd, M, N, eps, dt]() mutable {
     dispatchFloating(dt, [&](auto tag) {
       using T = decltype(tag);
+      std::vector<T> x_rows;
+      packContiguous(x, x_rows);
       const T* wp = w.ndim >= 0 ? w.ptr<T>() : nullptr;
       const T* bp = b.ndim >= 0 ? b.ptr<T>() : nullptr;
       parallelFor(M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)),

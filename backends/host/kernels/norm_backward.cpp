@@ -99,7 +99,8 @@ flagosStatus_t layerNormBackward(flagosStream_t stream, const flagosTensor* o, i
   const flagosDtype_t dt = x.dtype;
   if (!dispatchFloating(dt, [](auto) {}) || gy.dtype != dt || mean.dtype != dt || rstd.dtype != dt)
     return FLAGOS_ERROR_NOT_SUPPORTED;
-  for (const Tensor* p : {&gy, &x, &mean, &rstd})
+  // gy and x may be strided (packed on the stream: Note [Strided operands]).
+  for (const Tensor* p : {&mean, &rstd})
     if (!p->contiguous()) return FLAGOS_ERROR_NOT_SUPPORTED;
   const int axis = x.ndim - static_cast<int>(sc[0].i);
   if (axis < 0) return FLAGOS_ERROR_NOT_SUPPORTED;
@@ -108,14 +109,19 @@ flagosStatus_t layerNormBackward(flagosStream_t stream, const flagosTensor* o, i
   if (mean.numel() != M || gy.numel() != M * N) return FLAGOS_ERROR_NOT_SUPPORTED;
   if (w.ndim >= 0 && (w.dtype != dt || !w.contiguous() || w.numel() != N))
     return FLAGOS_ERROR_NOT_SUPPORTED;
-  if (mx && (gx.dtype != dt || !gx.contiguous() || gx.numel() != M * N))
+  if (mx && (gx.dtype != dt || gx.numel() != M * N || !writable(gx)))
     return FLAGOS_ERROR_NOT_SUPPORTED;
   for (const Tensor* p : {&gw, &gb})
     if (p->data && (p->dtype != dt || !p->contiguous() || p->numel() != N))
       return FLAGOS_ERROR_NOT_SUPPORTED;
-  return submit(stream, [=] {
+  return submit(stream, [=]() mutable {
     dispatchFloating(dt, [&](auto tag) {
       using T = decltype(tag);
+      std::vector<T> gy_rows, x_rows, gx_rows;
+      packContiguous(gy, gy_rows);
+      packContiguous(x, x_rows);
+      const Tensor gx_given = gx;  // like x: maybe strided, written through scratch
+      if (mx) gx.data = reinterpret_cast<char*>(outputContiguous(gx_given, gx_rows));
       const T* wp = w.ndim >= 0 ? w.ptr<T>() : nullptr;
       if (mx) {
         parallelFor(M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)),
@@ -139,6 +145,7 @@ flagosStatus_t layerNormBackward(flagosStream_t stream, const flagosTensor* o, i
                         }
                       }
                     });
+        scatterContiguous(gx_given, gx_rows);
       }
       if (mw || mb) {
         constexpr int64_t kBlock = 64;
