@@ -4,7 +4,8 @@ fresh interpreters sharing one FLAGOS_CACHE_DIR on the host backend:
   - the first process writes the signatures it used; the next one loads
     them at initialize() and computes the same results as CPU;
   - a garbled file is ignored (nothing loaded, results still right) and
-    rewritten; FLAGOS_PRELOAD=off neither loads nor writes it.
+    rewritten; an edited entry fails its checksum and is dropped, counted,
+    the rest loaded; FLAGOS_PRELOAD=off neither loads nor writes it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def test_the_next_process_loads_the_shapes_this_one_used(tmp_path):
     stores = list(tmp_path.glob("shapes-*.txt"))
     assert len(stores) == 1 and first["path"] == str(stores[0]), (stores, first)
     lines = stores[0].read_text().splitlines()
-    assert lines[0] == "flagos-shapes 1" and len(lines) > 3, lines
+    assert lines[0] == "flagos-shapes 2" and len(lines) > 3, lines
     second = run(tmp_path)
     assert second["loaded"] == len(lines) - 1, (second, lines)
 
@@ -50,10 +51,39 @@ def test_a_garbled_store_is_ignored_and_rewritten(tmp_path):
     run(tmp_path)
     store = next(tmp_path.glob("shapes-*.txt"))
     good = store.read_text()
-    store.write_text("flagos-shapes 1\ngelu 3 1 2\n")  # a truncated line
+    store.write_text("flagos-shapes 2\ngelu 3 1 2\n")  # a truncated line
     assert run(tmp_path)["loaded"] == 0
-    assert store.read_text().splitlines()[0] == "flagos-shapes 1"
+    assert store.read_text().splitlines()[0] == "flagos-shapes 2"
     assert len(store.read_text().splitlines()) == len(good.splitlines())
+
+
+MM = """
+import json, torch, flagos_torchfl as ft
+ft.initialize("host")
+info = json.loads(torch.ops.flagos._shape_store_info())
+a, b = torch.randn(16, 3), torch.randn(3, 64)
+out = a.to("flagos") @ b.to("flagos")
+torch.testing.assert_close(out.cpu(), a @ b)
+print(json.dumps(info))
+"""
+
+
+def test_an_edited_entry_fails_its_checksum_and_is_dropped(tmp_path):
+    check_ok(python_subprocess(MM, timeout=300, FLAGOS_CACHE_DIR=str(tmp_path)))
+    store = next(tmp_path.glob("shapes-*.txt"))
+    lines = store.read_text().splitlines()
+    (i,) = [k for k, line in enumerate(lines) if line.startswith("mm ")]
+    # The stored output size 16 -> 17: trusted, mm answered [17, 64] from
+    # memory past its input.
+    body, _, digest = lines[i].rpartition(" #")
+    fields = body.split()
+    fields[fields.index("16", len(fields) - 6)] = "17"
+    lines[i] = " ".join(fields) + " #" + digest
+    store.write_text("\n".join(lines) + "\n")
+    proc = python_subprocess(MM, timeout=300, FLAGOS_CACHE_DIR=str(tmp_path))
+    info = json.loads(check_ok(proc).strip().splitlines()[-1])
+    assert info["dropped"] == 1 and info["loaded"] == len(lines) - 2, info
+    assert "failed its checksum" in proc.stderr, proc.stderr
 
 
 def test_preload_off_neither_loads_nor_writes(tmp_path):

@@ -1053,13 +1053,23 @@ static void saveShapeStore() {
   }
 }
 
-std::atomic<int64_t> g_shapes_loaded{0};
+std::atomic<int64_t> g_shapes_loaded{0}, g_shapes_dropped{0};
 
 static void loadShapeStore() {
   if (!preloadEnabled()) return;
   const std::string path = shapeStorePath();
   std::vector<StoredShape> shapes;
-  if (!path.empty() && readShapeStore(path, &shapes)) {
+  size_t dropped = 0;
+  const bool read = !path.empty() && readShapeStore(path, &shapes, &dropped);
+  if (dropped > 0) {
+    g_shapes_dropped.store(static_cast<int64_t>(dropped));
+    std::fprintf(stderr,
+                 "[flagos] %zu entr%s of %s failed %s checksum and %s ignored (the shapes are "
+                 "inferred again)\n",
+                 dropped, dropped == 1 ? "y" : "ies", path.c_str(), dropped == 1 ? "its" : "their",
+                 dropped == 1 ? "is" : "are");
+  }
+  if (read) {
     g_shapes_loaded.store(static_cast<int64_t>(shapes.size()));
     std::unordered_map<std::string, int> index;
     for (int i = 0; i < kNumOverloads; ++i) index.emplace(kOverloads[i].name, i);
@@ -1100,7 +1110,8 @@ TORCH_LIBRARY_FRAGMENT(flagos, m) {
   m.def("_catalog_routes() -> str[]", &flagos::semantic::catalogRoutes);
   m.def("_shape_store_info() -> str", [] {
     return "{\"path\": \"" + flagos::semantic::shapeStorePath() +
-           "\", \"loaded\": " + std::to_string(flagos::semantic::g_shapes_loaded.load()) + "}";
+           "\", \"loaded\": " + std::to_string(flagos::semantic::g_shapes_loaded.load()) +
+           ", \"dropped\": " + std::to_string(flagos::semantic::g_shapes_dropped.load()) + "}";
   });
   m.def("_catalog_generated_ids() -> str[]", &flagos::semantic::catalogGeneratedIds);
   m.def("_catalog_composite_ids() -> str[]", &flagos::semantic::catalogCompositeIds);

@@ -1,7 +1,11 @@
 // Note [Shape inference across processes] (shape_store.h): the file.
-//   flagos-shapes 1
-//   <overload> <n> key... <n> layout... <n> (<dtype> <rank> sizes... strides...)...
-// one line per signature, integers in decimal.
+//   flagos-shapes 2
+//   <overload> <n> key... <n> layout... <n> (<dtype> <rank> sizes... strides...)... #<sum>
+// one line per signature, integers in decimal; <sum> is the FNV-1a 64 of the
+// line before " #", in hex. A line whose sum does not match (an edited or
+// damaged entry: a wrong stored size made mm return [17, 64] for
+// [16, 3] @ [3, 64], computed from memory past the input) is dropped and
+// counted, and the others are used: each line is checked on its own.
 #include "dispatch/semantic/shape_store.h"
 
 #include <torch/version.h>
@@ -9,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <unordered_set>
 
@@ -19,7 +24,7 @@
 namespace flagos::semantic {
 namespace {
 
-constexpr const char* kHeader = "flagos-shapes 1";
+constexpr const char* kHeader = "flagos-shapes 2";
 
 template <typename T>
 bool readList(std::istringstream& in, std::vector<T>* out, size_t max) {
@@ -51,13 +56,35 @@ std::string shapeStorePath() {
   return root + name;
 }
 
-bool readShapeStore(const std::string& path, std::vector<StoredShape>* shapes) {
+std::string lineSum(const std::string& body) {
+  char sum[24];
+  std::snprintf(sum, sizeof sum, "%016llx",
+                static_cast<unsigned long long>(kernels::fnv1a64(body.data(), body.size())));
+  return sum;
+}
+
+// The line's body when its checksum matches, else nullopt.
+std::optional<std::string> checkedBody(const std::string& line) {
+  const size_t mark = line.rfind(" #");
+  if (mark == std::string::npos) return std::nullopt;
+  std::string body = line.substr(0, mark);
+  if (line.compare(mark + 2, std::string::npos, lineSum(body)) != 0) return std::nullopt;
+  return body;
+}
+
+bool readShapeStore(const std::string& path, std::vector<StoredShape>* shapes, size_t* dropped) {
   std::ifstream in(path);
   std::string line;
+  if (dropped) *dropped = 0;
   if (!in || !std::getline(in, line) || line != kHeader) return false;
   std::vector<StoredShape> out;
   while (std::getline(in, line) && out.size() < kMaxStoredShapes) {
-    std::istringstream fields(line);
+    const std::optional<std::string> body = checkedBody(line);
+    if (!body) {
+      if (dropped) ++*dropped;
+      continue;
+    }
+    std::istringstream fields(*body);
     StoredShape s;
     size_t n = 0;
     if (!(fields >> s.overload) || !readList(fields, &s.key, 4096) ||
@@ -90,16 +117,18 @@ bool writeShapeStore(const std::string& path, const std::vector<StoredShape>& sh
   text << kHeader << '\n';
   for (size_t i = 0; i < shapes.size() && i < kMaxStoredShapes; ++i) {
     const StoredShape& s = shapes[i];
-    text << s.overload;
-    writeList(text, s.key);
-    writeList(text, s.layout);
-    text << ' ' << s.outs.size();
+    std::ostringstream line;
+    line << s.overload;
+    writeList(line, s.key);
+    writeList(line, s.layout);
+    line << ' ' << s.outs.size();
     for (const StoredShape::Out& o : s.outs) {
-      text << ' ' << o.dtype << ' ' << o.sizes.size();
-      for (int64_t v : o.sizes) text << ' ' << v;
-      for (int64_t v : o.strides) text << ' ' << v;
+      line << ' ' << o.dtype << ' ' << o.sizes.size();
+      for (int64_t v : o.sizes) line << ' ' << v;
+      for (int64_t v : o.strides) line << ' ' << v;
     }
-    text << '\n';
+    const std::string body = line.str();
+    text << body << " #" << lineSum(body) << '\n';
   }
   return kernels::writeFileAtomically(path, text.str());
 }

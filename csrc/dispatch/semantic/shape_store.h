@@ -46,8 +46,10 @@ struct StoredShape {
 
 // The file for this torch version and catalog ("" without a cache dir).
 std::string shapeStorePath();
-// False when missing or garbled (nothing is returned then).
-bool readShapeStore(const std::string& path, std::vector<StoredShape>* shapes);
+// False when missing, of another format or garbled (nothing is returned
+// then). Lines failing their checksum are left out and counted in @p dropped.
+bool readShapeStore(const std::string& path, std::vector<StoredShape>* shapes,
+                    size_t* dropped = nullptr);
 // @p used (this process's), then the entries of @p earlier (the loaded
 // file) that are not in @p used, in their order, while the total stays
 // under kMaxCarriedShapes; never more than kMaxStoredShapes in all.
