@@ -122,8 +122,9 @@ def test_grouped_convolution_is_three_gemms_whatever_the_groups(channels, groups
 @pytest.mark.parametrize("groups", [1, 4, 16])
 def test_convolution_of_a_permuted_input_matches_cpu(groups):
     # ConvNeXt's blocks end in permute(0, 3, 1, 2): the next (depthwise) conv
-    # sees channels-last strides and CPU answers channels-last outputs
-    # (Note [Strided convolution operands] in the host plugin).
+    # sees channels-last strides and CPU answers channels-last outputs. (The
+    # host's oneDNN kernel takes contiguous operands only; strided ones take
+    # the im2col + GEMM composite.)
     torch.manual_seed(0)
     x = torch.randn(2, 9, 9, 16).permute(0, 3, 1, 2).requires_grad_()
     w = torch.randn(16, 16 // groups, 7, 7, requires_grad=True)
@@ -138,10 +139,6 @@ def test_convolution_of_a_permuted_input_matches_cpu(groups):
     for got, want in ((out, ref), (xd.grad, x.grad), (wd.grad, w.grad), (bd.grad, b.grad)):
         torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-4)
     assert fallbacks() == {}
-    if ft.backend_info(verbose=False)["backend"] == "host":  # its conv kernel takes any layout
-        stats = ft.op_stats()
-        assert stats["aten::convolution"] == {"native": 1}, stats["aten::convolution"]
-        assert stats["aten::convolution_backward"] == {"native": 1}
 
 
 def test_layer_norm_over_a_permuted_view_matches_cpu():

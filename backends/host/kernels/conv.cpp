@@ -37,20 +37,13 @@ struct Geom {
   ConvShape shape() const { return {N, C, H, W, OC, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, G}; }
 };
 
-// Note [Strided convolution operands]
-// Operands may arrive in any layout: a permuted view (ConvNeXt's blocks end
-// in permute(0, 3, 1, 2), so the next depthwise conv sees channels-last
-// strides, and CPU then asks for a channels-last output). The kernels work
-// on NCHW through Note [Strided operands] (kernels.h): far cheaper than
-// declining to the im2col + GEMM composite.
-
 // Scalars: stride[3], padding[3], dilation[3], transposed, output_padding[3], groups.
-// Any layout (Note [Strided convolution operands]); no zero strides in an
-// output (an expanded tensor cannot be written).
+// y may be strided when @p y_any_layout (a gradient: packed by the caller).
 bool geometry(const Tensor& x, const Tensor& w, const Tensor& y, const flagosScalar* sc, int32_t ns,
-              Geom& g) {
+              Geom& g, bool y_any_layout = false) {
   if (ns < 14 || sc[9].i != 0) return false;  // transposed
   if (x.ndim != 4 || w.ndim != 4 || y.ndim != 4) return false;
+  if (!x.contiguous() || !w.contiguous() || !(y_any_layout || y.contiguous())) return false;
   g = Geom{x.shape[0], x.shape[1], x.shape[2], x.shape[3],
            w.shape[0], y.shape[2], y.shape[3], w.shape[2],
            w.shape[3], sc[0].i,    sc[1].i,    sc[3].i,
@@ -137,28 +130,19 @@ flagosStatus_t convForward(flagosStream_t stream, const flagosTensor* o, int32_t
     return FLAGOS_ERROR_NOT_SUPPORTED;
   if (b.ndim >= 0 && (b.dtype != dt || b.numel() != g.OC || b.ndim != 1))
     return FLAGOS_ERROR_NOT_SUPPORTED;
-  if (!writable(y)) return FLAGOS_ERROR_NOT_SUPPORTED;
-  return submit(stream, [=]() mutable {
+  return submit(stream, [=] {
     dispatchFloating(dt, [&](auto tag) {
       using T = decltype(tag);
-      std::vector<T> xs_nchw, w_nchw, y_nchw;
-      packContiguous(x, xs_nchw);
-      packContiguous(w, w_nchw);
-      // NCHW output: y itself, or scratch scattered into y at the end.
-      T* const out = outputContiguous(y, y_nchw);
-      auto done = [&] { scatterContiguous(y, y_nchw); };
       if constexpr (std::is_same_v<T, float>) {
         if (dnnlConvForward(g.shape(), x.ptr<T>(), w.ptr<T>(), b.ndim >= 0 ? b.ptr<T>() : nullptr,
-                            out)) {
-          done();
+                            y.ptr<T>()))
           return;
-        }
       }
       std::vector<T> col(g.pointwise() ? 0 : g.K() * g.P());
       for (int64_t n = 0; n < g.N; ++n)
         for (int64_t gi = 0; gi < g.G; ++gi) {
           const T* xs = x.ptr<T>() + (n * g.C + gi * g.cg()) * g.H * g.W;
-          T* ys = out + (n * g.OC + gi * g.ocg()) * g.P();
+          T* ys = y.ptr<T>() + (n * g.OC + gi * g.ocg()) * g.P();
           const T* cp = xs;
           if (!g.pointwise()) {
             im2col(xs, g, col.data());
@@ -174,7 +158,6 @@ flagosStatus_t convForward(flagosStream_t stream, const flagosTensor* o, int32_t
           gemm(CblasNoTrans, CblasNoTrans, g.ocg(), g.P(), g.K(), T(1),
                w.ptr<T>() + gi * g.ocg() * g.K(), g.K(), cp, g.P(), beta, ys, g.P());
         }
-      done();
     });
   });
 }
@@ -191,27 +174,33 @@ flagosStatus_t convBackward(flagosStream_t stream, const flagosTensor* o, int32_
   Geom g;
   const flagosDtype_t dt = x.dtype;
   if (!dispatchFloating(dt, [](auto) {}) || w.dtype != dt || gy.dtype != dt ||
-      !geometry(x, w, gy, sc, ns, g))
+      !geometry(x, w, gy, sc, ns, g, true))
     return FLAGOS_ERROR_NOT_SUPPORTED;
-  if ((mx && (gx.dtype != dt || gx.ndim != 4 || gx.numel() != x.numel() || !writable(gx))) ||
-      (mw && (gw.dtype != dt || gw.ndim != 4 || gw.numel() != w.numel() || !writable(gw))) ||
+  if ((mx && (gx.dtype != dt || !gx.contiguous() || gx.numel() != x.numel())) ||
+      (mw && (gw.dtype != dt || !gw.contiguous() || gw.numel() != w.numel())) ||
       (mb && (gb.dtype != dt || gb.numel() != g.OC || !gb.contiguous())))
     return FLAGOS_ERROR_NOT_SUPPORTED;
   return submit(stream, [=]() mutable {
     dispatchFloating(dt, [&](auto tag) {
       using T = decltype(tag);
-      // NCHW operands (Note [Strided convolution operands]); gy of a sum's
-      // backward arrives with stride 0.
-      std::vector<T> gy_nchw, x_nchw, w_nchw, gx_nchw, gw_nchw;
-      packContiguous(gy, gy_nchw);
-      packContiguous(x, x_nchw);
-      packContiguous(w, w_nchw);
-      const Tensor gx_given = gx;
-      if (mx) gx.data = reinterpret_cast<char*>(outputContiguous(gx_given, gx_nchw));
-      const bool want_gx = mx;
-      const Tensor gw_given = gw;
-      if (mw) gw.data = reinterpret_cast<char*>(outputContiguous(gw_given, gw_nchw));
-      const bool want_gw = mw;
+      std::vector<T>
+          packed;  // gy in NCHW when it arrives strided (the gradient of a sum: stride 0)
+      if (!gy.contiguous()) {
+        packed.resize(gy.numel());
+        int64_t k = 0;
+        for (int64_t a = 0; a < gy.shape[0]; ++a)
+          for (int64_t b2 = 0; b2 < gy.shape[1]; ++b2)
+            for (int64_t c = 0; c < gy.shape[2]; ++c)
+              for (int64_t d = 0; d < gy.shape[3]; ++d)
+                packed[k++] = gy.ptr<T>()[a * gy.strides[0] + b2 * gy.strides[1] +
+                                          c * gy.strides[2] + d * gy.strides[3]];
+        gy.data = reinterpret_cast<char*>(packed.data());
+        int64_t st = 1;
+        for (int d = 3; d >= 0; --d) {
+          gy.strides[d] = st;
+          st *= gy.shape[d];
+        }
+      }
       if constexpr (std::is_same_v<T, float>) {
         if (mx && dnnlConvBackwardData(g.shape(), gy.ptr<T>(), w.ptr<T>(), gx.ptr<T>())) mx = false;
         if (mw && dnnlConvBackwardWeights(g.shape(), x.ptr<T>(), gy.ptr<T>(), gw.ptr<T>(),
@@ -245,8 +234,6 @@ flagosStatus_t convBackward(flagosStream_t stream, const flagosTensor* o, int32_
             }
           }
         }
-      if (want_gx) scatterContiguous(gx_given, gx_nchw);
-      if (want_gw) scatterContiguous(gw_given, gw_nchw);
       if (mb) {
         parallelFor(g.OC, 1, [&](int64_t lo, int64_t hi) {
           for (int64_t oc = lo; oc < hi; ++oc) {
