@@ -95,28 +95,27 @@ class GeneratorSwap {
                     ": expected a generator of the flagos device, got one on ", gen.device());
       }
       bool locked = false;
-      for (const auto& s : swaps_) locked |= s.first == gen;
+      for (const auto& g : gens_) locked |= g == gen;
       if (!locked) locks_.emplace_back(gen.mutex());
-      at::Generator twin = cpuTwin(gen);
-      value = c10::IValue(twin);
-      swaps_.emplace_back(gen, twin);
+      value = c10::IValue(cpuTwin(gen));
+      gens_.push_back(gen);
     }
   }
   // After the call: @p returns are its results; each generator's offset
   // advances by the numbers they hold (Note [Generators of the flagos device]).
   void commit(c10::ArrayRef<c10::IValue> returns) {
-    if (swaps_.empty()) return;
+    if (gens_.empty()) return;
     uint64_t numbers = 0;
     for (const c10::IValue& v : returns) {
       if (v.isTensor() && v.toTensor().defined()) numbers += v.toTensor().numel();
       if (v.isTensorList())
         for (const at::Tensor& t : v.toTensorList().vec()) numbers += t.defined() ? t.numel() : 0;
     }
-    for (const auto& [gen, twin] : swaps_) adoptState(gen, twin, numbers);
+    for (const at::Generator& gen : gens_) advanceOffset(gen, numbers);
   }
 
  private:
-  std::vector<std::pair<at::Generator, at::Generator>> swaps_;
+  std::vector<at::Generator> gens_;  // the flagos generators the call draws from
   std::vector<std::unique_lock<std::mutex>> locks_;
 };
 

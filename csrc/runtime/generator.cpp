@@ -143,7 +143,7 @@ at::Generator cpuTwin(const at::Generator& gen) {
   return twin;
 }
 
-void adoptState(const at::Generator& gen, const at::Generator& /*twin*/, uint64_t numbers) {
+void advanceOffset(const at::Generator& gen, uint64_t numbers) {
   FlagosGeneratorImpl* g = impl(gen);
   const uint64_t step = numbers == 0 ? 4 : (numbers + 3) / 4 * 4;
   g->set_offset(g->get_offset() + step);

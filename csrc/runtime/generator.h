@@ -14,7 +14,7 @@
 // call draws from its own full-quality mt19937 stream, keyed by 128 bits
 // (no 32-bit seed collisions); afterwards the offset advances by the
 // numbers the call produced (rounded up to 4, as Philox counts), under the
-// flagos generator's lock (cpuTwin/adoptState). So the same seed gives the
+// flagos generator's lock (cpuTwin/advanceOffset). So the same seed gives the
 // same numbers on every run, consecutive calls never repeat a stream, and
 // two ranks with one seed agree, as on CUDA. The numbers differ from CPU's
 // for the same seed, as CUDA's do.
@@ -35,9 +35,9 @@ at::Generator newGenerator(c10::DeviceIndex device);
 
 bool isFlagosGenerator(const at::Generator& gen);
 // A fresh CPU generator for one random call of flagos generator @p gen.
-// Caller holds gen.mutex() until adoptState.
+// Caller holds gen.mutex() until advanceOffset.
 at::Generator cpuTwin(const at::Generator& gen);
 // The call is done and produced @p numbers values: advance @p gen's offset.
-void adoptState(const at::Generator& gen, const at::Generator& twin, uint64_t numbers);
+void advanceOffset(const at::Generator& gen, uint64_t numbers);
 
 }  // namespace flagos
