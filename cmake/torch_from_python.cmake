@@ -10,8 +10,13 @@
 #
 # Defines the imported target flagos::torch and FLAGOS_TORCH_VERSION,
 # FLAGOS_TORCH_CXX_STANDARD.
+#
+# TORCH_DEVICE_BACKEND_AUTOLOAD=0: `import torch` loads every installed
+# device backend's entry point, ours included; a stale one (an editable
+# install whose folder is gone) would fail the import and so the build
+# that replaces it.
 execute_process(
-  COMMAND ${Python3_EXECUTABLE} -c [=[
+  COMMAND ${CMAKE_COMMAND} -E env TORCH_DEVICE_BACKEND_AUTOLOAD=0 ${Python3_EXECUTABLE} -c [=[
 import os, torch
 root = os.path.dirname(torch.__file__)
 print(torch.__version__)
