@@ -11,6 +11,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/caching_allocator.h"
+#include "runtime/lifecycle.h"
 #include "runtime/plugin_loader.h"
 #include "runtime/stream.h"
 
@@ -121,6 +122,7 @@ c10::DataPtr CachingAllocator::allocate(size_t n) {
 }
 
 void CachingAllocator::rawDelete(void* ptr) {
+  if (inForkedChild()) return;  // the parent's memory (Note [Forked children])
   cachingAllocator().free(ptr);
 }
 

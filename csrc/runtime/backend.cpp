@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/lifecycle.h"
 #include "runtime/plugin_loader.h"
 #include "runtime/stream_registry.h"
 
@@ -184,6 +185,7 @@ void initialize(const InitOptions& options) {
   g_reports = reportsOf(candidates);
   g_backend = std::move(b);
   g_ready.store(true, std::memory_order_release);
+  watchForks();
   for (void (*hook)() : initHooks()) {
     try {
       hook();
@@ -204,6 +206,7 @@ bool isInitialized() noexcept {
 const Backend& backend() {
   TORCH_CHECK(isInitialized(),
               "flagos: the backend is not initialized; call flagos_torchfl.initialize() first");
+  TORCH_CHECK(!inForkedChild(), kForkedChildError);  // Note [Forked children]
   return g_backend;
 }
 

@@ -6,6 +6,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/backend.h"
+#include "runtime/lifecycle.h"
 #include "runtime/stream.h"
 
 namespace flagos {
@@ -108,7 +109,7 @@ struct FlagosGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     check(streams().eventSynchronize(static_cast<flagosEvent_t>(event)), "eventSynchronize");
   }
   void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
-    if (event == nullptr || !isInitialized()) return;
+    if (event == nullptr || !isInitialized() || inForkedChild()) return;
     backend().tables.stream->eventDestroy(static_cast<flagosEvent_t>(event));
   }
   double elapsedTime(void* start, void* end,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/backend.h"
+#include "runtime/lifecycle.h"
 #include "runtime/stream.h"
 
 namespace flagos {
@@ -173,6 +174,7 @@ class PinnedAllocator final : public at::HostAllocator {
 // Leaked on purpose, like the device allocator.
 PinnedAllocator* const g_pinned = new PinnedAllocator();
 void rawDelete(void* ptr) {
+  if (inForkedChild()) return;  // the parent's memory (Note [Forked children])
   g_pinned->free(ptr);
 }
 

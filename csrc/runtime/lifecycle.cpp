@@ -1,6 +1,10 @@
 // Note [Stopping background work] in lifecycle.h.
 #include "runtime/lifecycle.h"
 
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -16,6 +20,8 @@ struct Lifecycle {
   bool stopped = false;
   bool all_idle = true;
 };
+
+std::atomic<bool> g_forked_child{false};
 
 Lifecycle& lifecycle() {
   static Lifecycle* l = new Lifecycle();  // leaked: used from exit handlers
@@ -56,6 +62,7 @@ void registerBackgroundStopper(std::string what, BackgroundStopper stop) {
 }
 
 bool stopBackgroundWork(std::chrono::milliseconds bound) {
+  if (inForkedChild()) return true;  // the running work is the parent's
   Lifecycle& l = lifecycle();
   std::vector<std::pair<std::string, BackgroundStopper>> stoppers;
   {
@@ -70,6 +77,34 @@ bool stopBackgroundWork(std::chrono::milliseconds bound) {
   std::lock_guard<std::mutex> lock(l.mu);
   l.all_idle = idle;
   return idle;
+}
+
+const char* const kForkedChildError =
+    "flagos: Cannot re-initialize the flagos device in a forked subprocess (the parent "
+    "used it before fork()). To use flagos with multiprocessing, use the 'spawn' start "
+    "method";
+
+void watchForks() {
+  static const bool watching = [] {
+    pthread_atfork(nullptr, nullptr, [] {
+      g_forked_child.store(true);
+      // The newest exit handler runs first: the child's exit() ends here,
+      // before the SDK's static destructors (CLBlast's program cache, PoCL)
+      // wait on the parent's threads. on_exit (glibc) passes the status.
+      on_exit(
+          [](int status, void*) {
+            std::fflush(nullptr);
+            _exit(status);
+          },
+          nullptr);
+    });
+    return true;
+  }();
+  (void)watching;
+}
+
+bool inForkedChild() noexcept {
+  return g_forked_child.load(std::memory_order_relaxed);
 }
 
 }  // namespace flagos

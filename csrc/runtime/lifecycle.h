@@ -42,4 +42,24 @@ bool stopBackgroundWork(std::chrono::milliseconds bound);
 // The bound of the C atexit hook (Python passes FLAGOS_EXIT_TIMEOUT's).
 constexpr std::chrono::milliseconds kDefaultExitBound{30000};
 
+// Note [Forked children]
+// fork() copies the process but only the forking thread: the plugin's
+// worker threads, the SDK's threads (PoCL's, OpenMP's), the background
+// pool and any lock one of them held at that moment stay behind in the
+// parent. A child that calls into the plugin waits forever on them (an
+// opencl launch blocked in the compile lock or clWaitForEvents). CUDA
+// refuses the device in such a child, and so do we: after
+// watchForks() (called once the backend is up), every path into the plugin
+// (backend()) raises kForkedChildError in a forked child; frees of
+// inherited memory are leaked (the memory is the parent's), the
+// background stop has nothing to join, and the child's exit() skips the
+// C++ static destructors (an SDK's would wait on the parent's threads; the
+// status and the C stdio buffers are kept), as os._exit does in
+// multiprocessing's children. A child forked before initialize()
+// brings the device up itself, as usual.
+void watchForks();
+// True in a child forked after watchForks(). Never throws.
+bool inForkedChild() noexcept;
+extern const char* const kForkedChildError;
+
 }  // namespace flagos

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/backend.h"
+#include "runtime/lifecycle.h"
 #include "runtime/stream_registry.h"
 
 namespace flagos {
@@ -45,6 +46,7 @@ thread_local std::vector<c10::StreamId> tl_current;
 DeviceStreams& devStreams(c10::DeviceIndex device) {
   TORCH_CHECK(g_devices != nullptr && isInitialized(),
               "flagos: the backend is not initialized; call flagos_torchfl.initialize() first");
+  TORCH_CHECK(!inForkedChild(), kForkedChildError);  // every launch asks for its stream
   TORCH_CHECK(device >= 0 && static_cast<size_t>(device) < g_devices->size(),
               "flagos: invalid device index ", static_cast<int>(device));
   return *(*g_devices)[device];
