@@ -22,6 +22,7 @@
 #include <optional>
 #include <tuple>
 
+#include "dispatch/device_check.h"
 #include "dispatch/op_stats.h"
 
 namespace flagos {
@@ -151,6 +152,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                        const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
                        c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                        c10::IntArrayRef output_padding, int64_t groups) {
+  checkSameDevice("convolution_overrideable",  // Note [Tensors on one device]
+                  {{"input", &input}, {"weight", &weight}, {"bias", bias ? &*bias : nullptr}});
   recordOpCall("aten::convolution_overrideable", Tier::Fallback);
   const c10::DeviceGuard guard(input.device());
   std::optional<at::Tensor> host_bias;
@@ -164,6 +167,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  checkSameDevice("convolution_backward_overrideable",
+                  {{"grad_output", &grad_output}, {"input", &input}, {"weight", &weight}});
   recordOpCall("aten::convolution_backward_overrideable", Tier::Fallback);
   const c10::DeviceGuard guard(input.device());
   // Output channels: weight is (out, in/groups, ...) or, transposed,

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/device_check.h"
 #include "dispatch/op_stats.h"
 #include "runtime/backend.h"
 #include "runtime/generator.h"
@@ -134,6 +135,10 @@ void hostFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string name = fullName(op);
   recordOpCall(name, Tier::Fallback);
   if (g_log.load(std::memory_order_relaxed)) logOnce(name);
+  if (!mixesDevicesByDesign(op)) {  // Note [Tensors on one device]
+    const size_t n = op.schema().arguments().size();
+    checkSameDevice(op, c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - n, n));
+  }
   std::vector<int> mutated;
   if (const auto* indices = undeclaredMutations(name))
     mutated.assign(indices->begin(), indices->end());

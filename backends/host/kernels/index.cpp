@@ -50,8 +50,7 @@ flagosStatus_t indexSelect(flagosStream_t stream, const flagosTensor* o, int32_t
     for (int64_t j = 0; j < n; ++j) {
       int64_t k = index.dtype == FLAGOS_DTYPE_INT64 ? index.ptr<int64_t>()[j * istride]
                                                     : index.ptr<int32_t>()[j * istride];
-      if (k < 0) k += limit;
-      if (k < 0 || k >= limit)
+      if (k < 0 || k >= limit)  // CPU's index_select does not wrap negative indices
         throw TaskError(FLAGOS_ERROR_INVALID_ARGUMENT, "index_select: index " + std::to_string(k) +
                                                            " is out of bounds for size " +
                                                            std::to_string(limit));

@@ -68,6 +68,7 @@
 #include <vector>
 
 #include "dispatch/composite/composite.h"
+#include "dispatch/device_check.h"
 #include "dispatch/host_fallback.h"
 #include "dispatch/op_stats.h"
 #include "dispatch/semantic/autocompare.h"
@@ -175,6 +176,10 @@ class SemanticKernel final : public c10::OperatorKernel {
  private:
   // The tiers; returns the one that ran.
   Tier run(const c10::OperatorHandle& op, Route route, torch::jit::Stack* stack) {
+    if (check_devices_) {  // Note [Tensors on one device]
+      checkSameDevice(op, c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - num_args_,
+                                                     static_cast<size_t>(num_args_)));
+    }
     if (kind_ != OutKind::Functional) {  // Note [Overlapping writes]: CPU's error, any tier
       checkWrittenOverlap(spec_.family,
                           c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - num_args_,
@@ -223,6 +228,7 @@ class SemanticKernel final : public c10::OperatorKernel {
     const c10::FunctionSchema& schema = op.schema();
     const auto& args = schema.arguments();
     num_args_ = static_cast<int>(args.size());
+    check_devices_ = !mixesDevicesByDesign(op);
     auto indexOf = [&](const char* name) -> int {
       for (int i = 0; i < num_args_; ++i)
         if (args[i].name() == name) return i;
@@ -856,8 +862,8 @@ class SemanticKernel final : public c10::OperatorKernel {
     // Call.
     c10::DeviceGuard guard(*device);
     flagosStream_t stream = flagos::currentVendorStream(device->index());
+    if (checksIndexRange()) checkIndexRange(inputs, scalars);  // Note [Index bounds]
     if (!fn) {
-      if (spec_.family == Family::Index) checkIndexRange(inputs, scalars);
       const kernels::Call call{out_desc.data(), static_cast<int32_t>(n_out),
                                in_desc.data(),  static_cast<int32_t>(n_in),
                                scalars.data(),  static_cast<int32_t>(scalars.size())};
@@ -876,14 +882,23 @@ class SemanticKernel final : public c10::OperatorKernel {
     return finish(outputs, shapes, args, stack);
   }
 
-  // Note [Index bounds on the generated tier]
+  // Note [Index bounds]
   // Generated index kernels cannot raise, so an out-of-range index would
-  // read 0 silently. Before launching one, the index tensor's range is
-  // checked on the host (a copy of the index, usually small, and a sync),
-  // raising the errors CPU raises: wrong input is an error, never a silent
-  // wrong result.
+  // read 0 silently; a native kernel's own check surfaces only at the next
+  // synchronization, as a stream error (CUDA's device-side assert). Before
+  // launching either, the index tensor's range is checked on the host (a
+  // copy of the index, usually small, and a sync), raising the errors CPU
+  // raises, with the offending index named: wrong input is an error at the
+  // call, never a silent wrong result. Negative indices are out of range
+  // here as on CPU (index_select does not wrap). nll_loss's targets get the
+  // same check (ignore_index excepted).
+  bool checksIndexRange() const {
+    return spec_.family == Family::Index || std::strcmp(spec_.id, "nll_loss") == 0 ||
+           std::strcmp(spec_.id, "nll_loss2d") == 0;
+  }
   void checkIndexRange(const c10::SmallVectorImpl<at::Tensor>& inputs,
                        const c10::SmallVectorImpl<flagosScalar>& scalars) const {
+    if (spec_.family != Family::Index) return checkTargetRange(inputs, scalars);
     int index = -1, self = -1;
     for (int i = 0; i < spec_.num_inputs && i < static_cast<int>(inputs.size()); ++i) {
       const std::string name = spec_.inputs[i];
@@ -897,13 +912,28 @@ class SemanticKernel final : public c10::OperatorKernel {
     const int64_t size = source.dim() == 0 ? 1 : source.size(dim);
     const at::Tensor host = inputs[index].to(at::kCPU, at::kLong);
     const int64_t lo = host.min().item<int64_t>(), hi = host.max().item<int64_t>();
+    const int64_t bad = lo < 0 ? lo : hi;
     const std::string id = spec_.id;
     if (id == "index_select" || id == "embedding") {
-      TORCH_CHECK_INDEX(lo >= 0 && hi < size, "index out of range in self");
+      TORCH_CHECK_INDEX(lo >= 0 && hi < size, "index out of range in self: index ", bad,
+                        " for dimension ", dim, " with size ", size);
     } else {  // gather, scatter*, index_add
-      TORCH_CHECK(lo >= 0 && hi < size, "index ", lo < 0 ? lo : hi,
-                  " is out of bounds for dimension ", dim, " with size ", size);
+      TORCH_CHECK(lo >= 0 && hi < size, "index ", bad, " is out of bounds for dimension ", dim,
+                  " with size ", size);
     }
+  }
+  // nll_loss(self, target, weight; reduction, ignore_index): CPU's IndexError.
+  void checkTargetRange(const c10::SmallVectorImpl<at::Tensor>& inputs,
+                        const c10::SmallVectorImpl<flagosScalar>& scalars) const {
+    if (inputs.size() < 2 || scalars.size() < 2 || !inputs[1].defined() || inputs[1].numel() == 0)
+      return;
+    const at::Tensor& self = inputs[0];
+    const int64_t classes = self.dim() >= 2 ? self.size(1) : self.size(0);
+    at::Tensor target = inputs[1].to(at::kCPU, at::kLong).flatten();
+    target = target.masked_select(target != scalars[1].i);  // ignore_index
+    if (target.numel() == 0) return;
+    const int64_t lo = target.min().item<int64_t>(), hi = target.max().item<int64_t>();
+    TORCH_CHECK_INDEX(lo >= 0 && hi < classes, "Target ", lo < 0 ? lo : hi, " is out of bounds.");
   }
 
   // Replaces the arguments on @p stack by the returns.
@@ -953,6 +983,7 @@ class SemanticKernel final : public c10::OperatorKernel {
 
   std::once_flag analyzed_;
   int num_args_ = 0;
+  bool check_devices_ = true;  // false for the copy and indexing operators
   int num_returns_ = 0;
   OutKind kind_ = OutKind::Functional;
   bool decomposable_ = false;

@@ -12,4 +12,4 @@ def get_model():
     )
     x = torch.randn(8, 16)
     target = torch.randint(0, 4, (8,))
-    return model, (x,), lambda out: torch.nn.functional.cross_entropy(out, target)
+    return model, (x,), lambda out: torch.nn.functional.cross_entropy(out, target.to(out.device))
