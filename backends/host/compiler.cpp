@@ -61,9 +61,6 @@ using KernelFn = void (*)(void* const* args, uint64_t begin, uint64_t end);
 
 constexpr uint32_t kProgramMagic = 0x50524f47u;  // "PROG"
 constexpr char kBinaryMagic[8] = {'F', 'L', 'G', 'O', 'H', 'C', 'B', '1'};
-// Work items per chunk without local: launches below twice this run on the
-// stream's worker alone (a thread hand-off costs more than small kernels).
-constexpr int64_t kDefaultGrain = 4096;
 // Build logs beyond this are cut (a broken generator can emit megabytes).
 constexpr size_t kMaxLog = 16384;
 

@@ -133,6 +133,7 @@ flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexc
     result.total_memory = device->arena->size();
     copyString(result.name, "host");
     copyString(result.arch, machineArch());
+    result.preferred_work_group_size = static_cast<uint32_t>(kDefaultGrain);  // no work-groups
     return writeSized("getProperties", props, result);
   });
 }

@@ -154,6 +154,12 @@ bool validStream(const char* call, flagosStream_t stream) noexcept;
 
 // The cost of a task that must never run on the caller (a wait on an event,
 // a collective that blocks on other ranks): the stream's default.
+// Work items per chunk of a generated kernel without a local size, and the
+// local size the core is asked to give (preferred_work_group_size): launches
+// below twice this run on the stream's worker alone (a thread hand-off costs
+// more than small kernels).
+constexpr int64_t kDefaultGrain = 4096;
+
 constexpr int64_t kNeverInline = -1;
 // The largest cost run inline on an idle stream: about 2-4 us of kernel
 // time, the same order as the hand-off to the worker it saves.

@@ -170,6 +170,8 @@ flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexc
     result.capability_minor = device->info.cl_minor;
     copyString(result.name, device->info.name);
     copyString(result.arch, archKey(device->info));
+    result.max_work_group_size =
+        static_cast<uint32_t>(std::min<uint64_t>(device->info.max_work_group_size, UINT32_MAX));
     return writeSized("getProperties", props, result);
   });
 }

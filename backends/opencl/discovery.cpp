@@ -127,6 +127,7 @@ bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std
       info.max_alloc = deviceValue<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
       info.compute_units =
           static_cast<int32_t>(deviceValue<cl_uint>(id, CL_DEVICE_MAX_COMPUTE_UNITS));
+      info.max_work_group_size = deviceValue<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
       found.push_back(std::move(info));
     }
   }

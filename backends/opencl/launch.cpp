@@ -156,10 +156,12 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
     }
 
     // Note [Launches without the compile lock]: only a new work size (or a
-    // new kernel object) may compile.
+    // new kernel object) may compile. With a local size given, that is the
+    // work size; the global size matters only past 32 bits (PoCL's "small
+    // grid" specialization). Without one, PoCL picks it per global size.
     std::array<size_t, 6> shape{};
     for (int32_t d = 0; d < work_dim; ++d) {
-      shape[d] = global_size[d];
+      shape[d] = local == nullptr ? global_size[d] : global_size[d] > UINT32_MAX ? 1 : 0;
       shape[3 + d] = local != nullptr ? local_size[d] : 0;
     }
     bool known = false;

@@ -108,7 +108,8 @@ struct DeviceInfo {
   uint64_t global_memory = 0;
   uint64_t max_alloc = 0;
   int32_t compute_units = 0;
-  bool pocl = false;  // the platform is PoCL (Note [Serialized compiles on PoCL])
+  uint64_t max_work_group_size = 0;  // CL_DEVICE_MAX_WORK_GROUP_SIZE
+  bool pocl = false;                 // the platform is PoCL (Note [Serialized compiles on PoCL])
 };
 
 // The devices chosen under @p config: every available OpenCL 1.2+ device of
@@ -148,7 +149,9 @@ bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std
 // And a launch needs the lock only for a work size its kernel has not been
 // launched with: PoCL compiles a work-group function once per kernel and
 // work-group size, so a launch repeating an earlier (global, local) enters
-// no LLVM and takes no lock. The core repeats the manifest's launches right
+// no LLVM and takes no lock; with an explicit local size (what the core
+// gives generated kernels, Note [Launch geometry]) any global size repeats
+// it. The core repeats the manifest's launches right
 // after loading (Note [First launch]), so the first iteration's launches
 // are mostly lock-free.
 void setSerializeCompiles(bool on);

@@ -82,8 +82,9 @@ std::shared_ptr<const Recipe> makeRecipe(const OpInfo& op, std::string* why_not)
 // What the generated code runs on: the compiler table's language and the
 // device's facts that change the code.
 struct Target {
-  std::string language;  // "opencl-c" or "c"
-  bool fp64 = true;      // double available (cl_khr_fp64)
+  std::string language;     // "opencl-c" or "c"
+  bool fp64 = true;         // double available (cl_khr_fp64)
+  uint64_t local_size = 0;  // Note [Launch geometry] (compiler.h); 0: NULL
 };
 
 // One call as the bridge resolved it: outputs allocated, pointwise inputs
@@ -162,6 +163,8 @@ struct Launch {
   std::vector<uint8_t> meta;    // the flagos_meta struct's bytes
   std::vector<uint8_t> scalar_bytes;
   uint64_t global = 0;  // work items (0: nothing to launch)
+  uint64_t local = 0;   // the target's local size (0: none given)
+  const uint64_t* localOrNull() const { return local != 0 ? &local : nullptr; }
 };
 void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* out, int pass = 0);
 

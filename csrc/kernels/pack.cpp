@@ -196,6 +196,7 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
       out->global = packSort(recipe, call, target, &meta, pass);
       break;
   }
+  out->local = target.local_size;
   out->meta.resize(meta.size() * sizeof(int64_t));
   std::memcpy(out->meta.data(), meta.data(), out->meta.size());
 

@@ -53,6 +53,18 @@ typedef int32_t flagosArgKind_t;
  * FLAGOS_ERROR_INVALID_ARGUMENT unless num_args == N. work_dim must be 1
  * (else FLAGOS_ERROR_NOT_SUPPORTED). */
 
+/* Note [Launch geometry]
+ * The core launches every generated kernel with an explicit local size:
+ * the device's preferred_work_group_size, else min(256,
+ * max_work_group_size) (device.h), or FLAGOS_WORK_GROUP_SIZE. Generated
+ * kernels compare their global id with the work count and return past it,
+ * so any global size works with one local size. Why: with a NULL local size
+ * the OpenCL runtime picks a work-group size per global size, and PoCL
+ * builds a new work-group function for each one, so every new tensor size
+ * waited for a compiler (and a size with a large prime factor ran in
+ * work-groups of 1, which also defeats PoCL's vectorizer). One local size
+ * means one work-group build per kernel. */
+
 /** One kernel argument. */
 typedef struct flagosKernelArg {
   flagosArgKind_t kind;
@@ -88,8 +100,11 @@ typedef struct flagosCompilerTable {
   flagosStatus_t (*programDestroy)(flagosProgram_t program);
 
   /** Enqueue kernel @p name of @p program on @p stream.
-   * @param global work items per dimension (work_dim values).
-   * @param local  work-group size per dimension, or NULL to let the plugin choose.
+   * @param global work items per dimension (work_dim values); need not be a
+   *        multiple of local: the plugin rounds it up and the kernel skips
+   *        the items past the end (Note [Launch geometry]).
+   * @param local  work-group size per dimension, or NULL to let the plugin
+   *        choose. The core always gives one for generated kernels.
    * @returns FLAGOS_ERROR_INVALID_ARGUMENT for an unknown kernel name or a
    *          wrong argument count. */
   flagosStatus_t (*kernelLaunch)(flagosProgram_t program, const char* name,

@@ -40,6 +40,15 @@ typedef struct flagosDeviceProperties {
   int32_t capability_minor;
   char name[256]; /**< Marketing name, NUL-terminated. */
   char arch[64];  /**< Architecture string; part of kernel-cache keys. */
+  /* Appended members: a plugin built before them leaves them 0 (struct_size). */
+  /** Largest local size (work-group size, dimension 0) kernelLaunch accepts
+   * for a kernel without barriers; 0 when there is no limit. */
+  uint32_t max_work_group_size;
+  /** The local size the core gives every generated-kernel launch
+   * (Note [Launch geometry], compiler.h); 0 lets the core choose
+   * min(256, max_work_group_size). For language "c" it is the smallest range
+   * one thread runs. */
+  uint32_t preferred_work_group_size;
 } flagosDeviceProperties;
 
 /** The device table. Every member is required (non-NULL). */

@@ -228,6 +228,13 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "Threads of the background compiler pool that builds specialized kernels (1-64).",
     ),
     EnvVar(
+        "FLAGOS_WORK_GROUP_SIZE",
+        "",
+        "core",
+        "Local size of every generated-kernel launch (1 to the device's limit). Empty: the "
+        "plugin's preferred size, else min(256, the device's maximum work-group size).",
+    ),
+    EnvVar(
         "FLAGOS_EXIT_TIMEOUT",
         "30",
         "python",

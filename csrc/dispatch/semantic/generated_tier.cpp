@@ -187,8 +187,8 @@ std::atomic<uint64_t> g_first_launches{0};  // Note [First launch]: launches wit
 // [Launches without the compile lock]). Failures only lose the head start.
 class FirstLaunches {
  public:
-  FirstLaunches(int32_t physical, const std::vector<kernels::UsedKernel>& kernels)
-      : physical_(physical) {
+  FirstLaunches(int32_t physical, uint64_t local, const std::vector<kernels::UsedKernel>& kernels)
+      : physical_(physical), local_(local) {
     for (const kernels::UsedKernel& k : kernels)
       if (!k.shape.globals.empty() && !k.shape.arg_sizes.empty()) shapes_.emplace(k.key, k.shape);
   }
@@ -233,7 +233,8 @@ class FirstLaunches {
       // Not waited for: the driver does the work on its own threads.
       for (uint64_t global : shape.globals) {
         if (b.tables.compiler->kernelLaunch(kernel.program, kernel.kernel_name.c_str(), args.data(),
-                                            static_cast<int32_t>(args.size()), 1, &global, nullptr,
+                                            static_cast<int32_t>(args.size()), 1, &global,
+                                            local_ != 0 ? &local_ : nullptr,
                                             stream_) == FLAGOS_SUCCESS)
           g_first_launches.fetch_add(1, std::memory_order_relaxed);
       }
@@ -242,6 +243,7 @@ class FirstLaunches {
   }
 
   const int32_t physical_;
+  const uint64_t local_;  // Note [Launch geometry]
   std::unordered_map<kernels::KernelKey, kernels::LaunchShape, kernels::KernelKeyHash> shapes_;
   std::mutex mu_;
   flagosStream_t stream_ = nullptr;
@@ -289,6 +291,26 @@ std::string deviceIdentity(int32_t physical) {
   return b.name + "|" + b.probe.sdk_version + "|" + b.probe.driver_version + "|" +
          std::string(props.arch, strnlen(props.arch, sizeof(props.arch))) + "|" +
          std::string(props.name, strnlen(props.name, sizeof(props.name)));
+}
+
+// Note [Launch geometry] (compiler.h): the local size of every generated
+// launch on @p physical; FLAGOS_WORK_GROUP_SIZE overrides the device's.
+uint64_t localSize(int32_t physical) {
+  flagosDeviceProperties props{};
+  props.struct_size = sizeof(props);
+  check(backend().tables.device->getProperties(physical, &props), "getProperties");
+  const uint64_t max = props.max_work_group_size != 0 ? props.max_work_group_size : UINT32_MAX;
+  uint64_t local = props.preferred_work_group_size != 0 ? props.preferred_work_group_size
+                                                        : std::min<uint64_t>(256, max);
+  if (const char* v = std::getenv("FLAGOS_WORK_GROUP_SIZE"); v && *v) {
+    char* end = nullptr;
+    const long long n = std::strtoll(v, &end, 10);
+    TORCH_CHECK(end && *end == '\0' && n >= 1 && static_cast<uint64_t>(n) <= max,
+                "FLAGOS_WORK_GROUP_SIZE='", v, "': expected a work-group size from 1 to ", max,
+                " (the device's limit)");
+    local = static_cast<uint64_t>(n);
+  }
+  return std::min(local, max);
 }
 
 // Whether the device compiles double-precision code: a tiny probe build.
@@ -371,6 +393,7 @@ class Generators {
     const int32_t physical = physicalDevice(logical);
     auto d = std::make_unique<DeviceGenerator>();
     d->target.language = compiler->language;
+    d->target.local_size = localSize(physical);
     kernels::CacheConfig config;
     const std::string root = defaultCacheDir();
     config.dir = root.empty() ? "" : root + "/kernels";
@@ -398,7 +421,8 @@ class Generators {
     if (preload) {
       std::vector<kernels::KernelKey> keys;
       for (const kernels::UsedKernel& k : manifest.kernels) keys.push_back(k.key);
-      d->first_launches = std::make_unique<FirstLaunches>(physical, manifest.kernels);
+      d->first_launches =
+          std::make_unique<FirstLaunches>(physical, d->target.local_size, manifest.kernels);
       FirstLaunches* first = d->first_launches.get();  // lives as long as the cache's pool
       d->cache->preload(keys, [first](const auto& loaded) { first->run(loaded); });
       d->earlier = std::move(manifest);
@@ -509,7 +533,7 @@ void launchLaterPasses(const char* id, const kernels::Recipe& recipe,
     kernels::pack(recipe, call, target, &launch, pass);
     const flagosStatus_t status = backend().tables.compiler->kernelLaunch(
         kernel.program, kernel.kernel_name.c_str(), launch.args.data(),
-        static_cast<int32_t>(launch.args.size()), 1, &launch.global, nullptr, stream);
+        static_cast<int32_t>(launch.args.size()), 1, &launch.global, launch.localOrNull(), stream);
     if (status != FLAGOS_SUCCESS) {
       const std::string what = std::string("generated kernel '") + id + "' launch";
       check(status, what.c_str());
@@ -569,7 +593,7 @@ bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceI
   if (launch.global == 0) return true;
   const flagosStatus_t status = compiler->kernelLaunch(
       kernel->program, kernel->kernel_name.c_str(), launch.args.data(),
-      static_cast<int32_t>(launch.args.size()), 1, &launch.global, nullptr, stream);
+      static_cast<int32_t>(launch.args.size()), 1, &launch.global, launch.localOrNull(), stream);
   if (status != FLAGOS_SUCCESS) {
     const std::string what = std::string("generated kernel '") + id + "' launch";
     check(status, what.c_str());
@@ -692,7 +716,8 @@ std::string kernelCacheStatsJson() {
         << ", \"async_builds\": " << s.async_builds << ", \"build_failures\": " << s.build_failures
         << ", \"async_pending\": " << s.async_pending << ", \"build_seconds\": " << s.build_seconds
         << ", \"entries\": " << s.entries << ", \"preloaded\": " << s.preloaded
-        << ", \"fp64\": " << (d->target.fp64 ? "true" : "false") << "}";
+        << ", \"fp64\": " << (d->target.fp64 ? "true" : "false")
+        << ", \"local_size\": " << d->target.local_size << "}";
     first = false;
   }
   out << "]}";
