@@ -81,7 +81,10 @@ def test_a_child_using_inherited_tensors_gets_the_error_and_exits_with_its_statu
             timeout=120,
         )
     )
-    assert out.split() == (
-        "parent 36.0 launch refused True in_place refused True copy_out refused True "
-        "sync refused True child exit 3 parent 21.0"
-    ).split(), out
+    assert (
+        out.split()
+        == (
+            "parent 36.0 launch refused True in_place refused True copy_out refused True "
+            "sync refused True child exit 3 parent 21.0"
+        ).split()
+    ), out
