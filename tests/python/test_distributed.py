@@ -11,6 +11,7 @@ skipped with a reason when the plugin has no collectives table.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -55,8 +56,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(command: list[str], nprocs: int = 2, timeout: float = 120, **env: str) -> list[dict]:
-    """Start `command` once per rank; returns each rank's RESULT dict, by rank."""
+def launch(
+    command: list[str], nprocs: int = 2, timeout: float = 120, killed: int = -1, **env: str
+) -> list[dict]:
+    """Start `command` once per rank; returns each rank's RESULT dict, by rank.
+
+    Rank `killed` is expected to die by SIGKILL (its entry is {"killed": True}).
+    """
     port = str(_free_port())
     common = clean_env(
         FLAGOS_HOST_DEVICES="2",
@@ -89,6 +95,10 @@ def launch(command: list[str], nprocs: int = 2, timeout: float = 120, **env: str
         pytest.fail(f"{command} did not finish within {timeout} s (a hang)")
     results = []
     for r, (out, err) in enumerate(outputs):
+        if r == killed:
+            assert procs[r].returncode == -9, (procs[r].returncode, err[-2000:])
+            results.append({"killed": True})
+            continue
         lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
         if not lines:
             pytest.fail(
@@ -238,6 +248,23 @@ def test_a_rank_that_never_arrives_is_named_within_the_timeout(route):
     assert "rank 1 of 2 did not" in message, message  # "did not arrive" / "did not join"
     assert float(results[0]["errors"]["elapsed"]) < timeout * 1.5 + 2
     assert time.monotonic() - start < 45
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_rank_killed_mid_training_fails_the_survivor_within_the_timeout(route):
+    timeout = 3
+    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    start = time.monotonic()
+    results = launch(
+        script("failures.py", "killed", str(timeout)), FLAGOS_COMM=route, timeout=90, killed=1
+    )
+    message = results[0]["errors"]["killed"]
+    assert message != "no error in 1000 steps" and "all_reduce" in message, message
+    assert float(results[0]["errors"]["elapsed"]) < timeout * 2 + 5, results[0]["errors"]
+    assert time.monotonic() - start < 60
+    if route == "vendor":  # the host-shm segments of the group are gone
+        leftovers = {n for n in set(os.listdir("/dev/shm")) - shm_before if "flagos" in n}
+        assert not leftovers, leftovers
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,16 @@ argv[1]:
             usable afterwards.
   timeout   rank 1 never arrives at any collective; rank 0 must fail within
             the group timeout (+ margin) with an error naming rank 1.
-argv[2]: group timeout in seconds (timeout scenario).
+  killed    rank 1 trains two steps, then SIGKILLs itself mid-training; rank 0
+            must fail within the group timeout (+ margin), never hang.
+argv[2]: group timeout in seconds (timeout and killed scenarios).
 """
 
 from __future__ import annotations
 
 import datetime
+import os
+import signal
 import sys
 import time
 
@@ -23,7 +27,8 @@ scenario = sys.argv[1]
 timeout_s = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
 rank, world, dev = _common.setup()
 dist.init_process_group(
-    backend="fccl", timeout=datetime.timedelta(seconds=timeout_s if scenario == "timeout" else 30)
+    backend="fccl",
+    timeout=datetime.timedelta(seconds=timeout_s if scenario in ("timeout", "killed") else 30),
 )
 errors: dict[str, str] = {}
 ck = _common.Checks()
@@ -64,5 +69,28 @@ elif scenario == "timeout":
         errors["elapsed"] = f"{time.monotonic() - start:.2f}"
     else:
         time.sleep(timeout_s + 3)  # never arrives; leaves after rank 0 gave up
+elif scenario == "killed":
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 8).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    start = None
+    for step in range(1000):
+        if rank == 1 and step == 2:
+            os.kill(os.getpid(), signal.SIGKILL)  # mid-training, no goodbye
+        if step == 2:
+            start = time.monotonic()
+        loss = model(torch.randn(4, 8, device=dev)).square().mean()
+        loss.backward()
+        try:
+            for p in model.parameters():
+                dist.all_reduce(p.grad)
+        except Exception as err:  # noqa: BLE001 - the message is what we check
+            errors["killed"] = f"{type(err).__name__}: {err}"
+            errors["elapsed"] = f"{time.monotonic() - (start or time.monotonic()):.2f}"
+            break
+        opt.step()
+        opt.zero_grad()
+    else:
+        errors["killed"] = "no error in 1000 steps"
 _common.report(rank=rank, errors=errors, passed=ck.passed, failed=ck.failed)
 dist.destroy_process_group()
