@@ -194,10 +194,15 @@ def test_fsdp2_matches_single_process_training():
     assert results[1]["losses"] == r0["losses"]
 
 
-def test_fsdp2_meta_device_init_as_in_the_official_example():
+@pytest.mark.parametrize("route", ROUTES)
+def test_fsdp2_meta_device_init_as_in_the_official_example(route):
     # to_empty + reset_parameters: DTensor random ops under the device RNG's
-    # (seed, offset) state; init_process_group("nccl") as the example has it.
-    results = launch(script("fsdp_meta_init.py"))
+    # (seed, offset) state; init_process_group("nccl") as the example has it,
+    # and no set_device. Before: manual_seed brought the device up, DeviceMesh
+    # then kept every rank on flagos:0, and the vendor route waited in the
+    # first all-gather for the whole timeout (host route: gradients on the
+    # wrong device index).
+    results = launch(script("fsdp_meta_init.py"), FLAGOS_COMM=route)
     for r in results:
         assert r["failed"] == [] and r["passed"] > 0, r
         assert "flagos:fccl" in r["backend"], r

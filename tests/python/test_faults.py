@@ -12,7 +12,6 @@ import os
 import pytest
 from conftest import NEEDS_OPENCL_PLUGIN, check_ok
 
-
 DAMAGED = {"garbage": bytes(range(256)) * 16, "empty": b"", "text": b"not an ELF file\n"}
 
 

@@ -94,3 +94,23 @@ def test_each_device_has_its_own_generator(run_python):
         )
     )
     assert out.split() == "seed_all reproduces: True independent: True states: 2".split()
+
+
+def test_seeding_before_first_use_waits_for_the_device_as_on_cuda(run_python):
+    # torch.cuda's manual_seed* queue until CUDA initializes; DeviceMesh (and
+    # so FSDP2) picks the device from LOCAL_RANK only while it has not.
+    out = check_ok(
+        run_python(
+            """
+            import torch, flagos_torchfl as ft
+            ft.initialize("host")
+            torch.manual_seed(7)
+            print(torch.flagos.is_initialized())
+            a = torch.randn(5, device="flagos").cpu()      # first use: the seed applies
+            torch.flagos.manual_seed_all(7)
+            b = torch.randn(5, device="flagos").cpu()
+            print(torch.flagos.is_initialized(), torch.equal(a, b))
+            """
+        )
+    )
+    assert out.split() == ["False", "True", "True"], out

@@ -23,6 +23,21 @@ from ._utils import _get_device_index
 
 _initialized = False
 _in_bad_fork = False
+# Seeding before the device is in use waits for _lazy_init, as torch.cuda's
+# _lazy_call does: torch.manual_seed() seeds every device module, and if it
+# brought the device up, torch.flagos.is_initialized() would be True before
+# any device work. DeviceMesh (and so FSDP2's fully_shard) picks the device
+# from LOCAL_RANK only while it is False: pytorch/examples' FSDP2 example
+# (manual_seed, then fully_shard) ran every rank on device 0. The latest
+# call of each kind wins.
+_queued_calls: dict[str, Any] = {}
+
+
+def _lazy_call(fn: Any, kind: str) -> None:
+    if is_initialized():
+        fn()
+    else:
+        _queued_calls[kind] = fn
 
 
 def _after_fork_in_child() -> None:
@@ -60,6 +75,10 @@ def _lazy_init() -> None:
 
     _require_initialized()._init_lazy()
     _initialized = True
+    calls = list(_queued_calls.values())
+    _queued_calls.clear()
+    for fn in calls:
+        fn()
 
 
 def _index(device: Any) -> int:

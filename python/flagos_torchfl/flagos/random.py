@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from .. import _core
-from . import _index, device_count
+from . import _index, _lazy_call, device_count
 
 __all__ = [
     "get_rng_state",
@@ -31,27 +31,37 @@ def _generator(device: Any = None) -> torch.Generator:
 
 
 def manual_seed(seed: int) -> None:
-    """Seed the current device's generator."""
-    _generator().manual_seed(int(seed))
+    """Seed the current device's generator (once the device is in use, as on CUDA)."""
+    seed = int(seed)
+    _lazy_call(lambda: _generator().manual_seed(seed), "seed")
 
 
 def manual_seed_all(seed: int) -> None:
-    """Seed every device's generator."""
-    for index in range(device_count()):
-        _generator(index).manual_seed(int(seed))
+    """Seed every device's generator (once the device is in use, as on CUDA)."""
+    seed = int(seed)
+
+    def apply() -> None:
+        for index in range(device_count()):
+            _generator(index).manual_seed(seed)
+
+    _lazy_call(apply, "seed_all")
 
 
 def seed() -> None:
     """Seed the current device's generator with a non-deterministic number."""
-    _generator().seed()
+    _lazy_call(lambda: _generator().seed(), "seed")
 
 
 def seed_all() -> None:
     """One non-deterministic seed for every device's generator."""
-    if device_count():
-        value = _generator(0).seed()
-        for index in range(1, device_count()):
-            _generator(index).manual_seed(value)
+
+    def apply() -> None:
+        if device_count():
+            value = _generator(0).seed()
+            for index in range(1, device_count()):
+                _generator(index).manual_seed(value)
+
+    _lazy_call(apply, "seed_all")
 
 
 def initial_seed() -> int:

@@ -18,8 +18,12 @@ import flagos_torchfl as ft
 import torch
 
 
-def setup(backend: str = "host"):
-    """Initialize flagos; returns (rank, world_size, device)."""
+def setup(backend: str = "host", set_device: bool = True):
+    """Initialize flagos; returns (rank, world_size, device).
+
+    set_device=False leaves the current device alone, as pytorch/examples'
+    FSDP2 example does (DeviceMesh then picks it from LOCAL_RANK).
+    """
     ft.initialize(backend)
     from flagos_torchfl import distributed as fd
 
@@ -27,7 +31,8 @@ def setup(backend: str = "host"):
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     device = torch.device("flagos", rank % torch.flagos.device_count())
-    torch.flagos.set_device(device)
+    if set_device:
+        torch.flagos.set_device(device)
     return rank, world, device
 
 

@@ -5,6 +5,10 @@ materialized with to_empty(device=...) and initialized by reset_parameters():
 every init is a DTensor random op, which DTensor's random-op tracker runs
 with the device generator's (seed, offset) state rewritten per shard (Note
 [Generators of the flagos device]). Then a few Adam steps on random tokens.
+As in the example, the current device is never set: it calls
+torch.accelerator.device_index(rank) without `with` (a no-op) and
+torch.manual_seed(0) before fully_shard, whose DeviceMesh must then pick the
+device from LOCAL_RANK (seeding must not bring the device up early).
 
 Reported: the losses (each rank's), whether every parameter is finite and
 was actually initialized (not the zeros or garbage of to_empty), and a
@@ -68,7 +72,8 @@ class Transformer(nn.Module):
         self.out.reset_parameters()
 
 
-rank, world, dev = _common.setup()
+rank, world, dev = _common.setup(set_device=False)
+torch.accelerator.device_index(rank)  # as the example has it: not entered, so a no-op
 dist.init_process_group(backend="nccl", device_id=dev, timeout=datetime.timedelta(seconds=60))
 torch.manual_seed(0)
 with torch.device("meta"):
@@ -80,7 +85,9 @@ model.to_empty(device=dev)
 model.reset_parameters()
 
 checks = _common.Checks()
+checks.true("current device from LOCAL_RANK", torch.flagos.current_device() == rank)
 for name, p in model.named_parameters():
+    checks.true(f"{name} on {dev}", p.device == dev, str(p.device))
     local = p.to_local().detach().cpu()
     checks.true(f"{name} finite", bool(torch.isfinite(local).all()))
     if "weight" in name and "norm" not in name and local.numel() > 0:
