@@ -105,10 +105,16 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "0",
         "core",
         "`1`: replay every catalog operator call that ran on the device (native, generated "
-        "or decomposition tier) on CPU copies of its inputs and compare each output (integers "
-        "exact; float32 rtol=atol=1e-4); the first divergence is printed to stderr, all are "
-        "counted (`torch.ops.flagos._autocompare_report()`). `raise`: raise a RuntimeError "
-        'instead. Also `torch.ops.flagos._set_autocompare("1")`. Slow: for debugging.',
+        "or decomposition tier) on CPU copies of its inputs and compare each output: an "
+        "element passes when abs(d - c) <= atol + rtol * abs(c) (integers exact; float32 "
+        "rtol=atol=1e-4; for GEMM, convolution, reductions, norms and losses atol is scaled "
+        "by the output's largest magnitude). The first divergence is printed to stderr, all "
+        "are counted; `torch.ops.flagos._autocompare_report()` gives per overload the calls "
+        "checked, the divergent ones, and max_abs/max_rel: the largest abs(d - c) and "
+        "abs(d - c) / abs(c) (where abs(c) > atol) over every checked element, passing or "
+        "not. "
+        "`raise`: raise a RuntimeError instead. Also "
+        '`torch.ops.flagos._set_autocompare("1")`. Slow: for debugging.',
     ),
     EnvVar(
         "FLAGOS_AUTOCOMPARE_INJECT",

@@ -12,7 +12,7 @@ import json
 
 import pytest
 import torch
-from conftest import CORE_ERROR, check_ok, python_subprocess
+from conftest import CORE_ERROR, NEEDS_OPENCL_PLUGIN, check_ok, python_subprocess
 
 
 def catalog_built() -> bool:
@@ -265,3 +265,50 @@ def test_python_switch_and_bad_values():
     proc = run(bad, FLAGOS_AUTOCOMPARE="sometimes")
     assert proc.returncode != 0
     assert "FLAGOS_AUTOCOMPARE=sometimes: expected 0, 1 or raise" in proc.stderr, proc.stderr
+
+
+KNOWN_DIFFERENCE = """
+import json, torch, flagos_torchfl as ft
+ft.initialize(backend="opencl")
+torch.manual_seed(0)
+a, b = torch.randn(64, 512), torch.randn(512, 64)
+got = torch.mm(a.to("flagos"), b.to("flagos")).cpu()      # CLBlast's GEMM on PoCL
+want = torch.mm(a, b)                                     # ATen's CPU GEMM
+diff = (got.double() - want.double()).abs()
+rel = (diff / want.double().abs()).masked_fill(want.abs() <= 1e-4, 0)
+rows = {r["op"]: r for r in map(json.loads, torch.ops.flagos._autocompare_report())}
+print(json.dumps({"row": rows["aten::mm"], "max_abs": diff.max().item(), "max_rel": rel.max().item()}))
+"""
+
+
+@NEEDS_OPENCL_PLUGIN  # the host plugin's GEMM and convolution equal CPU's bit for bit
+def test_a_passing_call_reports_its_real_difference():
+    # Before: max_abs/max_rel counted only failing calls, so a healthy run said 0.
+    r = report(run(KNOWN_DIFFERENCE, FLAGOS_AUTOCOMPARE="1"))
+    row = r["row"]
+    assert row["checked"] == 1 and row["mismatches"] == 0, row
+    assert r["max_abs"] > 0, "the two GEMMs agreed exactly: no difference to report"
+    assert row["max_abs"] == pytest.approx(r["max_abs"], rel=1e-6), (row, r)  # 9 digits in JSON
+    assert row["max_rel"] == pytest.approx(r["max_rel"], rel=1e-6), (row, r)
+
+
+HEALTHY_LARGE_CONV = """
+import json, torch, flagos_torchfl as ft
+ft.initialize(backend="opencl")
+torch.manual_seed(0)
+x, w = torch.randn(8, 16, 32, 32) * 100, torch.randn(32, 16, 3, 3) * 10
+y = torch.nn.functional.conv2d(x.to("flagos"), w.to("flagos"), padding=1).cpu()
+rows = {r["op"]: r for r in map(json.loads, torch.ops.flagos._autocompare_report())}
+print(json.dumps({"rows": rows, "largest": y.abs().max().item()}))
+"""
+
+
+@NEEDS_OPENCL_PLUGIN
+def test_a_healthy_large_convolution_is_not_flagged():
+    # Outputs reach ~1e4; those near zero differ from CPU's by fp32 rounding of
+    # the large terms (~1e-3). Before, raise mode aborted here (max_rel 1.17).
+    r = report(run(HEALTHY_LARGE_CONV, FLAGOS_AUTOCOMPARE="raise"))
+    assert r["largest"] > 5e3, r
+    conv = [row for op, row in r["rows"].items() if "conv" in op]
+    assert conv and all(row["mismatches"] == 0 for row in conv), r["rows"]
+    assert any(row["max_abs"] > 0 for row in conv), r["rows"]

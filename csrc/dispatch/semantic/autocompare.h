@@ -35,9 +35,11 @@ inline bool autocompareActive() {
 // reference and compares after the device call left its returns on `stack`.
 class AutocompareCall {
  public:
+  // @p accumulates: the operator sums many terms per output (GEMM,
+  // convolution, reductions, norms, losses): Note [Autocompare tolerances].
   AutocompareCall(const c10::OperatorHandle& op, const std::string& name, const char* op_id,
                   const char* host_op, c10::ArrayRef<int> mutated, const torch::jit::Stack& stack,
-                  int num_args);
+                  int num_args, bool accumulates);
   ~AutocompareCall();
   void check(Tier tier, const torch::jit::Stack& stack);
 

@@ -166,7 +166,12 @@ class SemanticKernel final : public c10::OperatorKernel {
         (((route == Route::Auto || route == Route::Native) && kernel()) ||
          (route != Route::Fallback &&
           (decomposable_ || composite_ || hasGeneratedKernel(op_index_))))) {
-      AutocompareCall check(op, name_, spec_.id, spec_.host_op, mutated_, *stack, num_args_);
+      const bool accumulates = spec_.family == Family::Reduction ||
+                               spec_.family == Family::Normalization ||
+                               spec_.family == Family::Gemm ||
+                               spec_.family == Family::Convolution || spec_.family == Family::Loss;
+      AutocompareCall check(op, name_, spec_.id, spec_.host_op, mutated_, *stack, num_args_,
+                            accumulates);
       check.check(run(op, route, stack), *stack);
       return;
     }
