@@ -139,7 +139,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gruCellBa
 // kernel raises "not implemented". The boxed host fallback cannot help
 // (their CPU kernel is that same stub), so these run the CPU counterparts
 // (at::convolution, at::convolution_backward) on host copies, counted as
-// fallback calls. Native convolution kernels will replace them.
+// fallback calls. Only without the catalog: with it, the catalog routes them.
+#ifndef FLAGOS_ENABLE_CATALOG
 at::Tensor toHost(const at::Tensor& t) {
   return t.defined() ? t.cpu() : t;
 }
@@ -182,6 +183,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
   const c10::Device device = input.device();
   return {toDevice(gi, device), toDevice(gw, device), toDevice(gb, device)};
 }
+
+#endif  // FLAGOS_ENABLE_CATALOG
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout", TORCH_FN(nativeDropout));
