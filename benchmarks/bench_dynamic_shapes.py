@@ -25,10 +25,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import textwrap
+
+from _run import run_json
 
 PROBE = r"""
 import json, statistics, sys, time, torch
@@ -81,16 +81,7 @@ print(json.dumps({"rows": rows, "sync_builds_during_new_shapes": sync_builds() -
 def run(backend: str, cache: str, extra_env: dict[str, str]) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGOS_")}
     env.update({"FLAGOS_CACHE_DIR": cache, **extra_env})
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(PROBE), backend],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"{backend}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_json(PROBE, backend, env=env, what=backend, timeout=900)
 
 
 def summary(name: str, r: dict) -> dict:

@@ -30,7 +30,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
+
+from _run import run_json
 
 COMMON = """
 import json, time, statistics, torch, flagos_torchfl as ft
@@ -159,16 +160,7 @@ def run(code: str, backend: str, repeat: int, warm_torch: bool = False, **env: s
     script = COMMON.replace("BACKEND", repr(backend)) + code.replace("REPEAT", str(repeat)).replace(
         "WARM_TORCH", repr(warm_torch)
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"{backend}: benchmark failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_json(script, env={**os.environ, **env}, what=f"{backend}: benchmark")
 
 
 def us(seconds: float) -> str:
