@@ -75,6 +75,7 @@ struct KernelCache::Impl {
     KernelKey key;
     std::function<Source()> source;  // empty: a disk-only preload
     std::function<void()> job;       // set: not a build, just run this
+    KernelCache::Warm warm;          // Note [Warm before publishing]
   };
 
   Impl(const flagosCompilerTable* c, int32_t d, CacheConfig cfg)
@@ -88,7 +89,8 @@ struct KernelCache::Impl {
   Outcome compile(const std::string& file_key, const std::function<Source()>& source, bool async);
   void finish(const KernelKey& key, const std::shared_ptr<Entry>& entry, Outcome out);
   void worker();
-  void enqueue(const KernelKey& key, std::function<Source()> source);
+  void enqueue(const KernelKey& key, std::function<Source()> source,
+               KernelCache::Warm warm = nullptr);
   // Started on first use: most caches never need them. pool_mu held.
   void startWorkers() {
     if (!workers.empty()) return;
@@ -260,7 +262,11 @@ void KernelCache::Impl::worker() {
         entry->state = State::Building;
       }
     }
-    if (entry) finish(task.key, entry, produce(task.key, task.source, /*async=*/true));
+    if (entry) {
+      Outcome out = produce(task.key, task.source, /*async=*/true);
+      if (out.ok && task.warm) task.warm(out.kernel);  // Note [Warm before publishing]
+      finish(task.key, entry, std::move(out));
+    }
     std::lock_guard<std::mutex> lock(pool_mu);
     if (--pending == 0) idle_cv.notify_all();
   }
@@ -331,8 +337,8 @@ const CompiledKernel* KernelCache::getOrBuild(const KernelKey& key,
   }
 }
 
-void KernelCache::buildAsync(const KernelKey& key, std::function<Source()> source) {
-  impl_->enqueue(key, std::move(source));
+void KernelCache::buildAsync(const KernelKey& key, std::function<Source()> source, Warm warm) {
+  impl_->enqueue(key, std::move(source), std::move(warm));
 }
 
 void KernelCache::preload(const std::vector<KernelKey>& keys, Loaded loaded) {
@@ -356,7 +362,7 @@ void KernelCache::preload(const std::vector<KernelKey>& keys, Loaded loaded) {
   if (impl->stopping) return;
   // FIFO: after the loads (with more than one pool thread, a load may still
   // run; that kernel just gets no head start).
-  impl->queue.push_back({KernelKey{}, nullptr, std::move(job)});
+  impl->queue.push_back({KernelKey{}, nullptr, std::move(job), nullptr});
   ++impl->pending;
   impl->startWorkers();
   impl->work_cv.notify_one();
@@ -405,7 +411,8 @@ LaunchShape LaunchLog::shape() const {
   return s;
 }
 
-void KernelCache::Impl::enqueue(const KernelKey& key, std::function<Source()> source) {
+void KernelCache::Impl::enqueue(const KernelKey& key, std::function<Source()> source,
+                                KernelCache::Warm warm) {
   {
     std::lock_guard<std::mutex> lock(pool_mu);
     if (stopping) return;  // after stopBackground(): the generic kernel serves
@@ -422,7 +429,7 @@ void KernelCache::Impl::enqueue(const KernelKey& key, std::function<Source()> so
   }
   {
     std::lock_guard<std::mutex> lock(pool_mu);
-    queue.push_back({key, std::move(source), nullptr});
+    queue.push_back({key, std::move(source), nullptr, std::move(warm)});
     ++pending;
     startWorkers();
   }

@@ -88,6 +88,14 @@ struct LaunchShape {
   std::vector<uint64_t> globals;    // distinct global sizes launched, first seen first
 };
 
+// Note [Warm before publishing]
+// The same first-launch work awaits a specialized kernel the background pool
+// has just built: published at once, its first launch came from the caller
+// and, on PoCL, took the compile lock to build the work-group function,
+// waiting behind whatever background build held the lock (541 ms once in
+// bench_dynamic_shapes.py). So the pool launches it once with no work, and
+// waits, before publishing it: the caller's first launch of it finds the
+// work-group function ready.
 class LaunchLog {
  public:
   static constexpr int kGlobals = 4;  // distinct global sizes kept per kernel
@@ -139,8 +147,11 @@ class KernelCache {
   const CompiledKernel* getOrBuild(const KernelKey& key, const std::function<Source()>& source);
 
   // Queue a background build of @p key (disk first) unless it is ready,
-  // queued, running or failed already. Returns immediately.
-  void buildAsync(const KernelKey& key, std::function<Source()> source);
+  // queued, running or failed already. Returns immediately. @p warm, when
+  // given, runs on the pool thread after a successful build and before the
+  // kernel is published (Note [Warm before publishing]); it must not throw.
+  using Warm = std::function<void(const CompiledKernel&)>;
+  void buildAsync(const KernelKey& key, std::function<Source()> source, Warm warm = nullptr);
 
   // Note [Kernel preload] (manifest.h): queue disk-only loads of @p keys on
   // the background pool, in order; a key not on disk is dropped, never

@@ -207,10 +207,19 @@ class FirstLaunches {
     closed_ = true;
   }
 
+  // Note [Warm before publishing] (kernel_cache.h): one launch of @p kernel
+  // with no work in @p shape, waited for. On the cache's pool thread.
+  void warm(const kernels::CompiledKernel& kernel, const kernels::LaunchShape& shape) noexcept {
+    launchShape(kernel, shape, /*wait=*/true);
+  }
+
  private:
   void launch(const kernels::KernelKey& key, const kernels::CompiledKernel& kernel) noexcept {
     auto it = shapes_.find(key);
-    if (it == shapes_.end()) return;
+    if (it != shapes_.end()) launchShape(kernel, it->second, /*wait=*/false);
+  }
+  void launchShape(const kernels::CompiledKernel& kernel, const kernels::LaunchShape& shape,
+                   bool wait) noexcept {
     const Backend& b = backend();
     std::lock_guard<std::mutex> lock(mu_);
     if (!stream_ && (closed_ || b.tables.stream->streamCreate(physical_, 0, &stream_) != 0)) {
@@ -218,9 +227,9 @@ class FirstLaunches {
       return;
     }
     try {
-      const kernels::LaunchShape& shape = it->second;
       void* null = nullptr;
       std::vector<std::vector<uint8_t>> zeros;  // one buffer per BYTES argument
+      zeros.reserve(shape.arg_sizes.size());
       std::vector<flagosKernelArg> args;
       for (uint32_t size : shape.arg_sizes) {
         if (size == 0) {
@@ -230,7 +239,7 @@ class FirstLaunches {
           args.push_back({FLAGOS_ARG_BYTES, size, zeros.back().data()});
         }
       }
-      // Not waited for: the driver does the work on its own threads.
+      // Not waited for unless asked: the driver does the work on its threads.
       for (uint64_t global : shape.globals) {
         if (b.tables.compiler->kernelLaunch(kernel.program, kernel.kernel_name.c_str(), args.data(),
                                             static_cast<int32_t>(args.size()), 1, &global,
@@ -238,6 +247,7 @@ class FirstLaunches {
                                             stream_) == FLAGOS_SUCCESS)
           g_first_launches.fetch_add(1, std::memory_order_relaxed);
       }
+      if (wait) b.tables.stream->streamSynchronize(stream_);
     } catch (...) {  // bad_alloc: nothing lost but the head start
     }
   }
@@ -252,7 +262,9 @@ class FirstLaunches {
 
 struct DeviceGenerator {
   std::unique_ptr<kernels::KernelCache> cache;
-  std::unique_ptr<FirstLaunches> first_launches;  // with a manifest only
+  // Launches with no work: the manifest's (Note [First launch]) and each
+  // specialized kernel's before it is published (Note [Warm before publishing]).
+  std::unique_ptr<FirstLaunches> first_launches;
   kernels::Target target;
   std::string manifest_path;  // Note [Kernel preload]; "" without a cache dir
   kernels::Manifest earlier;  // the manifest read at creation, merged at exit
@@ -418,11 +430,11 @@ class Generators {
     config.device_arch = device + (d->target.fp64 ? "|fp64" : "");
     config.last_error = [] { return detail::lastError(backend().tables); };
     d->cache = std::make_unique<kernels::KernelCache>(compiler, physical, std::move(config));
+    d->first_launches =
+        std::make_unique<FirstLaunches>(physical, d->target.local_size, manifest.kernels);
     if (preload) {
       std::vector<kernels::KernelKey> keys;
       for (const kernels::UsedKernel& k : manifest.kernels) keys.push_back(k.key);
-      d->first_launches =
-          std::make_unique<FirstLaunches>(physical, d->target.local_size, manifest.kernels);
       FirstLaunches* first = d->first_launches.get();  // lives as long as the cache's pool
       d->cache->preload(keys, [first](const auto& loaded) { first->run(loaded); });
       d->earlier = std::move(manifest);
@@ -553,6 +565,8 @@ bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceI
     g_declined.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
+  kernels::Launch launch;
+  kernels::pack(*recipe, call, d.target, &launch);
   const kernels::CompiledKernel* kernel = nullptr;
   bool specialized = false;
   if (policy().kind != Policy::Off) {
@@ -564,9 +578,23 @@ bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceI
         auto sig = kernels::signatureOf(*recipe, call);
         // The recipe outlives the build: recipes are kept until exit.
         const kernels::Target target = d.target;
-        d.cache->buildAsync(key, [id, recipe, sig, target] {
-          return emitFor(id, *recipe, *sig, kernels::Variant::Specialized, target);
-        });
+        kernels::KernelCache::Warm warm;  // Note [Warm before publishing]
+        if (launch.global != 0) {
+          kernels::LaunchShape shape;  // a specialized kernel takes the generic one's arguments
+          for (const flagosKernelArg& a : launch.args)
+            shape.arg_sizes.push_back(a.kind == FLAGOS_ARG_DEVICE_PTR ? 0 : a.size);
+          shape.globals.push_back(launch.global);
+          FirstLaunches* first = d.first_launches.get();
+          warm = [first, shape](const kernels::CompiledKernel& built) {
+            first->warm(built, shape);
+          };
+        }
+        d.cache->buildAsync(
+            key,
+            [id, recipe, sig, target] {
+              return emitFor(id, *recipe, *sig, kernels::Variant::Specialized, target);
+            },
+            std::move(warm));
       }
     }
   }
@@ -585,8 +613,6 @@ bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceI
     }
   }
 
-  kernels::Launch launch;
-  kernels::pack(*recipe, call, d.target, &launch);
   if (kernel->log) kernel->log->note(launch);  // Note [First launch]
   g_launches.fetch_add(1, std::memory_order_relaxed);
   if (specialized) g_specialized_launches.fetch_add(1, std::memory_order_relaxed);
