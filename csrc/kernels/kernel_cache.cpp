@@ -358,14 +358,18 @@ void KernelCache::preload(const std::vector<KernelKey>& keys, Loaded loaded) {
     }
     loaded(ready);
   };
-  std::lock_guard<std::mutex> lock(impl->pool_mu);
-  if (impl->stopping) return;
   // FIFO: after the loads (with more than one pool thread, a load may still
   // run; that kernel just gets no head start).
-  impl->queue.push_back({KernelKey{}, nullptr, std::move(job), nullptr});
-  ++impl->pending;
-  impl->startWorkers();
-  impl->work_cv.notify_one();
+  runInBackground(std::move(job));
+}
+
+void KernelCache::runInBackground(std::function<void()> job) {
+  std::lock_guard<std::mutex> lock(impl_->pool_mu);
+  if (impl_->stopping) return;
+  impl_->queue.push_back({KernelKey{}, nullptr, std::move(job), nullptr});
+  ++impl_->pending;
+  impl_->startWorkers();
+  impl_->work_cv.notify_one();
 }
 
 std::vector<UsedKernel> KernelCache::usedKernels() const {

@@ -169,6 +169,10 @@ class KernelCache {
   // next process's preload list.
   std::vector<UsedKernel> usedKernels() const;
 
+  // Runs @p job on the background pool, after what is queued (dropped once
+  // stopBackground() ran). It must not throw.
+  void runInBackground(std::function<void()> job);
+
   // Blocks until the background pool is idle (tests, benchmarks, shutdown).
   void waitIdle();
 

@@ -167,6 +167,9 @@ def test_dynamic_shapes_never_wait_for_a_compiler_after_the_first_build(backend,
     # Specializations were built in the background, and are used once ready.
     assert r["end"]["async_builds"] > 0 and r["end"]["build_failures"] == 0, r
     assert r["specialized_delta"] > 0, r
+    # Note [Warm before publishing]: new kernels got their zero-work launches
+    # (the call's size and a large grid) on the pool, before the caller used them.
+    assert r["end"]["warm_launches"] >= r["end"]["async_builds"], r
 
 
 PERSIST = """

@@ -177,6 +177,7 @@ class Recipes {
 // ------------------------------------------------- per-device generators ---
 
 std::atomic<uint64_t> g_first_launches{0};  // Note [First launch]: launches with no work
+std::atomic<uint64_t> g_warm_launches{0};   // Note [Warm before publishing]: the same
 
 // Note [First launch] (kernel_cache.h): a device's preloaded kernels, their
 // launch shapes from the manifest repeated with no work (NULL pointers,
@@ -210,16 +211,16 @@ class FirstLaunches {
   // Note [Warm before publishing] (kernel_cache.h): one launch of @p kernel
   // with no work in @p shape, waited for. On the cache's pool thread.
   void warm(const kernels::CompiledKernel& kernel, const kernels::LaunchShape& shape) noexcept {
-    launchShape(kernel, shape, /*wait=*/true);
+    launchShape(kernel, shape, /*wait=*/true, g_warm_launches);
   }
 
  private:
   void launch(const kernels::KernelKey& key, const kernels::CompiledKernel& kernel) noexcept {
     auto it = shapes_.find(key);
-    if (it != shapes_.end()) launchShape(kernel, it->second, /*wait=*/false);
+    if (it != shapes_.end()) launchShape(kernel, it->second, /*wait=*/false, g_first_launches);
   }
   void launchShape(const kernels::CompiledKernel& kernel, const kernels::LaunchShape& shape,
-                   bool wait) noexcept {
+                   bool wait, std::atomic<uint64_t>& launched) noexcept {
     const Backend& b = backend();
     std::lock_guard<std::mutex> lock(mu_);
     if (!stream_ && (closed_ || b.tables.stream->streamCreate(physical_, 0, &stream_) != 0)) {
@@ -245,7 +246,7 @@ class FirstLaunches {
                                             static_cast<int32_t>(args.size()), 1, &global,
                                             local_ != 0 ? &local_ : nullptr,
                                             stream_) == FLAGOS_SUCCESS)
-          g_first_launches.fetch_add(1, std::memory_order_relaxed);
+          launched.fetch_add(1, std::memory_order_relaxed);
       }
       if (wait) b.tables.stream->streamSynchronize(stream_);
     } catch (...) {  // bad_alloc: nothing lost but the head start
@@ -553,6 +554,22 @@ void launchLaterPasses(const char* id, const kernels::Recipe& recipe,
   }
 }
 
+// Note [Warm before publishing] (kernel_cache.h): the zero-work launches
+// that build a kernel's work-group functions: the call's own global size
+// (@p with_call) and a large grid. PoCL builds a second work-group function
+// once a grid is large (a first call of 65537 floats waited 62 ms for it
+// after the generic kernels had run on 4096); 1 << 20 items (4096
+// work-groups of 256) is past that point.
+kernels::LaunchShape warmShape(const kernels::Launch& launch, bool with_call) {
+  constexpr uint64_t kLargeGrid = uint64_t{1} << 20;
+  kernels::LaunchShape shape;
+  for (const flagosKernelArg& a : launch.args)
+    shape.arg_sizes.push_back(a.kind == FLAGOS_ARG_DEVICE_PTR ? 0 : a.size);
+  if (with_call) shape.globals.push_back(launch.global);
+  if (launch.global < kLargeGrid) shape.globals.push_back(kLargeGrid);
+  return shape;
+}
+
 // The generated tier for one prepared call of semantic op @p id.
 bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceIndex device,
                      flagosStream_t stream, const kernels::Call& call) {
@@ -580,10 +597,8 @@ bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceI
         const kernels::Target target = d.target;
         kernels::KernelCache::Warm warm;  // Note [Warm before publishing]
         if (launch.global != 0) {
-          kernels::LaunchShape shape;  // a specialized kernel takes the generic one's arguments
-          for (const flagosKernelArg& a : launch.args)
-            shape.arg_sizes.push_back(a.kind == FLAGOS_ARG_DEVICE_PTR ? 0 : a.size);
-          shape.globals.push_back(launch.global);
+          // A specialized kernel takes the generic one's arguments.
+          kernels::LaunchShape shape = warmShape(launch, /*with_call=*/true);
           FirstLaunches* first = d.first_launches.get();
           warm = [first, shape](const kernels::CompiledKernel& built) {
             first->warm(built, shape);
@@ -609,6 +624,15 @@ bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceI
       } catch (const kernels::BuildError& e) {
         reportFailure(d, generic, id, e.what());
         return false;
+      }
+      // Note [Warm before publishing]: the large-grid work-group function of
+      // the kernel just built, in the background (this call builds its own).
+      if (launch.global != 0) {
+        FirstLaunches* first = d.first_launches.get();
+        const kernels::CompiledKernel* built = kernel;
+        d.cache->runInBackground([first, built, shape = warmShape(launch, /*with_call=*/false)] {
+          first->warm(*built, shape);
+        });
       }
     }
   }
@@ -731,7 +755,8 @@ std::string kernelCacheStatsJson() {
   out << ", \"launches\": " << g_launches.load()
       << ", \"specialized_launches\": " << g_specialized_launches.load()
       << ", \"declined\": " << g_declined.load() << ", \"failed_calls\": " << g_failed.load()
-      << ", \"first_launches\": " << g_first_launches.load() << ", \"devices\": [";
+      << ", \"first_launches\": " << g_first_launches.load()
+      << ", \"warm_launches\": " << g_warm_launches.load() << ", \"devices\": [";
   bool first = true;
   for (DeviceGenerator* d : Generators::get().all()) {
     const kernels::CacheStats s = d->cache->stats();
