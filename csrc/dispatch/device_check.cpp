@@ -14,10 +14,17 @@ bool isCpuScalar(const at::Tensor& t) {
   return t.dim() == 0 && t.is_cpu();
 }
 
-void visit(std::optional<c10::Device>& common, const at::Tensor& t, const std::string& method,
+// check_and_update_common_device's rule, with the method name built only
+// for the error (the check runs on every call; the name is a string).
+template <class Name>
+void visit(std::optional<c10::Device>& common, const at::Tensor& t, const Name& method,
            const char* arg, bool written = false) {
   if (!t.defined() || (isCpuScalar(t) && !written)) return;
-  c10::impl::check_and_update_common_device(common, t, method.c_str(), arg);
+  if (!common) {
+    common = t.device();
+  } else if (C10_UNLIKELY(*common != t.device())) {
+    c10::impl::common_device_check_failure(*common, t, method().c_str(), arg);
+  }
 }
 
 }  // namespace
@@ -46,13 +53,10 @@ bool mixesDevicesByDesign(const c10::OperatorHandle& op) {
 void checkSameDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   const auto& schema = op.schema().arguments();
   std::optional<c10::Device> common;
-  std::string method;  // built lazily: the common case has one device
-  auto methodName = [&]() -> const std::string& {
-    if (method.empty()) {
-      method = op.schema().name();
-      if (!op.schema().overload_name().empty()) method += "." + op.schema().overload_name();
-    }
-    return method;
+  const auto method = [&] {
+    std::string name = op.schema().name();
+    if (!op.schema().overload_name().empty()) name += "." + op.schema().overload_name();
+    return name;
   };
   for (size_t i = 0; i < args.size() && i < schema.size(); ++i) {
     const c10::IValue& v = args[i];
@@ -61,15 +65,13 @@ void checkSameDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> a
     const bool written = schema[i].alias_info() && schema[i].alias_info()->isWrite();
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
-      if (!t.defined() || (isCpuScalar(t) && !written)) continue;
-      if (common && *common == t.device()) continue;
-      if (t.is_cpu() && schema[i].name() == "scalars") continue;  // _foreach_addcdiv.Tensor
-      visit(common, t, methodName(), name, written);
+      if (t.defined() && t.is_cpu() && schema[i].name() == "scalars") continue;  // _foreach_addcdiv
+      visit(common, t, method, name, written);
     } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) visit(common, t, methodName(), name, written);
+      for (const at::Tensor& t : v.toTensorList()) visit(common, t, method, name, written);
     } else if (v.isList()) {
       for (const c10::IValue& e : v.toListRef())
-        if (e.isTensor()) visit(common, e.toTensor(), methodName(), name);
+        if (e.isTensor()) visit(common, e.toTensor(), method, name);
     }
   }
 }
@@ -77,7 +79,7 @@ void checkSameDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> a
 void checkSameDevice(const char* op,
                      std::initializer_list<std::pair<const char*, const at::Tensor*>> tensors) {
   std::optional<c10::Device> common;
-  const std::string method = op;
+  const auto method = [op] { return std::string(op); };
   for (const auto& [name, t] : tensors)
     if (t != nullptr) visit(common, *t, method, name);
 }
