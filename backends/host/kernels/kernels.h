@@ -16,6 +16,10 @@
 //   embedding.cpp embedding_dense_backward
 //   misc.cpp      bitwise/logical not, isposinf/isneginf, tril/triu, any/all
 //   iter.h        the strided iterator of pointwise.cpp and index.cpp
+//   accumulate.h  vectorizable row sums, dots and squared deviations
+//   vecmath.h     SLEEF vector math (exp, erf, gelu, softmax rows...), per ISA:
+//                 vecmath_body.h written once, vecmath_avx2/avx512.cpp built
+//                 for each, vecmath.cpp picks one at run time
 //
 // Note [Host kernels run on the stream]
 // A kernel checks what it can handle (dtypes, ranks) synchronously and

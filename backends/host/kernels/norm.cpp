@@ -3,6 +3,7 @@
 // collapse into one, i.e. NCHW and channels-last). Statistics in double.
 #include <cmath>
 
+#include "accumulate.h"
 #include "kernels.h"
 
 namespace flagos_host::kernels {
@@ -43,21 +44,19 @@ flagosStatus_t layerNorm(flagosStream_t stream, const flagosTensor* o, int32_t n
                     for (int64_t r = lo; r < hi; ++r) {
                       const T* xr = x.ptr<T>() + r * N;
                       T* yr = out.ptr<T>() + r * N;
-                      double s = 0, ss = 0;
-                      for (int64_t i = 0; i < N; ++i) s += xr[i];
-                      const double mu = N ? s / N : 0;
-                      for (int64_t i = 0; i < N; ++i) {
-                        const double d = xr[i] - mu;
-                        ss += d * d;
-                      }
-                      const double var = N ? ss / N : 0;
+                      const double mu = N ? sumFlat<T>(xr, N) / N : 0;
+                      const double var = N ? sumSquaredDeviation(xr, N, mu) / N : 0;
                       const double rs = 1.0 / std::sqrt(var + eps);
                       const T m = static_cast<T>(mu), rt = static_cast<T>(rs);
-                      for (int64_t i = 0; i < N; ++i) {
-                        T v = (xr[i] - m) * rt;
-                        if (wp) v *= wp[i];
-                        if (bp) v += bp[i];
-                        yr[i] = v;
+                      if (wp && bp) {  // the common case, as one branch-free loop
+                        for (int64_t i = 0; i < N; ++i) yr[i] = (xr[i] - m) * rt * wp[i] + bp[i];
+                      } else {
+                        for (int64_t i = 0; i < N; ++i) {
+                          T v = (xr[i] - m) * rt;
+                          if (wp) v *= wp[i];
+                          if (bp) v += bp[i];
+                          yr[i] = v;
+                        }
                       }
                       mean.ptr<T>()[r] = m;
                       rstd.ptr<T>()[r] = rt;

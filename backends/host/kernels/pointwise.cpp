@@ -13,6 +13,7 @@
 
 #include "iter.h"
 #include "kernels.h"
+#include "vecmath.h"
 
 namespace flagos_host::kernels {
 namespace {
@@ -104,6 +105,19 @@ bool sameShape(const flagosTensor& a, const flagosTensor& b) {
   return true;
 }
 
+// The vector-math twin of a unary op (Note [Vector math]): overloads below
+// the op structs name one; found by argument-dependent lookup.
+template <typename Op>
+vec::Fn vecFn(const Op&) {
+  return vec::Fn::None;
+}
+
+// The same for a binary op over contiguous float32: true when it wrote o.
+template <typename Op>
+bool vecBinary(const Op&, const float*, const float*, float*, int64_t) {
+  return false;
+}
+
 // Op: struct with `static constexpr int kTypes`, a constructor from the
 // scalars, and `template <class T> T operator()(T...) const`.
 template <typename Op>
@@ -122,7 +136,14 @@ flagosStatus_t unary(flagosStream_t stream, const flagosTensor* o, int32_t no,
       using T = decltype(tag);
       const int es[2] = {sizeof(T), sizeof(T)};
       auto it = makeIter<2>(ts, es);
+      const vec::Fn vf = vecFn(op);
       forEach<2>(it, out.numel(), [&](char** p, int64_t n, const int64_t* s) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (vf != vec::Fn::None && s[0] == 4 && s[1] == 4 &&
+              vec::apply(vf, reinterpret_cast<const float*>(p[1]), reinterpret_cast<float*>(p[0]),
+                         n))
+            return;
+        }
         loop1<T, T>(p, n, s, [&](T x) { return op(x); });
       });
     });
@@ -150,6 +171,12 @@ flagosStatus_t binary(flagosStream_t stream, const flagosTensor* o, int32_t no,
       const int es[3] = {sizeof(To), sizeof(T), sizeof(T)};
       auto it = makeIter<3>(ts, es);
       forEach<3>(it, out.numel(), [&](char** p, int64_t n, const int64_t* s) {
+        if constexpr (std::is_same_v<To, float> && std::is_same_v<T, float>) {
+          if (s[0] == 4 && s[1] == 4 && s[2] == 4 &&
+              vecBinary(op, reinterpret_cast<const float*>(p[1]),
+                        reinterpret_cast<const float*>(p[2]), reinterpret_cast<float*>(p[0]), n))
+            return;
+        }
         loop2<To, T>(p, n, s, [&](T x, T y) { return static_cast<To>(op(x, y)); });
       });
     });
@@ -328,6 +355,34 @@ struct Gelu {
     return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
   }
 };
+
+vec::Fn vecFn(const Exp&) {
+  return vec::Fn::Exp;
+}
+vec::Fn vecFn(const Log&) {
+  return vec::Fn::Log;
+}
+vec::Fn vecFn(const Tanh&) {
+  return vec::Fn::Tanh;
+}
+vec::Fn vecFn(const Erf&) {
+  return vec::Fn::Erf;
+}
+vec::Fn vecFn(const Sin&) {
+  return vec::Fn::Sin;
+}
+vec::Fn vecFn(const Cos&) {
+  return vec::Fn::Cos;
+}
+vec::Fn vecFn(const Sigmoid&) {
+  return vec::Fn::Sigmoid;
+}
+vec::Fn vecFn(const Silu&) {
+  return vec::Fn::Silu;
+}
+vec::Fn vecFn(const Gelu& g) {
+  return g.tanh_approx ? vec::Fn::GeluTanh : vec::Fn::Gelu;
+}
 
 struct LeakyRelu {
   static constexpr int kTypes = kFloat;
@@ -538,22 +593,24 @@ FLAGOS_BINARY(HardswishBackward, kFloat, false,
               b < T(-3) ? T(0) : (b <= T(3) ? a * (b / T(3) + T(0.5)) : a))
 #undef FLAGOS_BINARY
 
+// a + alpha * b (sub: alpha negated). One branch-free expression for every
+// alpha (1 * b and -1 * b are exact), so the loop vectorizes.
 struct Add {
   static constexpr int kTypes = kAll;
   static constexpr bool kBoolOut = false;
-  flagosScalar alpha;
-  double sign = 1;
-  Add(const flagosScalar* s, int32_t n) : alpha(n > 0 ? s[0] : flagosScalar{}) {}
+  double kf;
+  int64_t ki;
+  Add(const flagosScalar* s, int32_t n, int sign = 1)
+      : kf(sign * (n > 0 ? scalarAs<double>(s[0], 1.0) : 1.0)),
+        ki(sign * (n > 0 ? scalarAs<int64_t>(s[0], 1) : 1)) {}
   template <class T>
   T operator()(T a, T b) const {
-    if (alpha.dtype == 0 || (alpha.dtype != FLAGOS_DTYPE_FLOAT64 && alpha.i == 1)) {
-      return sign > 0 ? static_cast<T>(a + b) : static_cast<T>(a - b);
-    }
-    return static_cast<T>(a + static_cast<T>(sign) * scalarAs<T>(alpha) * b);
+    const T k = std::is_floating_point_v<T> ? static_cast<T>(kf) : static_cast<T>(ki);
+    return static_cast<T>(a + k * b);
   }
 };
 struct Sub : Add {
-  Sub(const flagosScalar* s, int32_t n) : Add(s, n) { sign = -1; }
+  Sub(const flagosScalar* s, int32_t n) : Add(s, n, -1) {}
 };
 
 // Backward ops comparing `self` (b) against scalars.
@@ -609,6 +666,14 @@ struct GeluBackward {
     return g * (cdf + x * pdf);
   }
 };
+
+bool vecBinary(const GeluBackward& op, const float* g, const float* x, float* o, int64_t n) {
+  return vec::applyGrad(op.tanh_approx ? vec::Grad::GeluTanhBackward : vec::Grad::GeluBackward, g,
+                        x, o, n);
+}
+bool vecBinary(const SiluBackward&, const float* g, const float* x, float* o, int64_t n) {
+  return vec::applyGrad(vec::Grad::SiluBackward, g, x, o, n);
+}
 
 // Ternary.
 struct Where {

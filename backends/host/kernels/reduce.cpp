@@ -12,7 +12,9 @@
 #include <limits>
 #include <type_traits>
 
+#include "accumulate.h"
 #include "kernels.h"
+#include "vecmath.h"
 
 namespace flagos_host::kernels {
 namespace {
@@ -106,6 +108,67 @@ void forOutputs(const Plan& p, const F& body) {
   });
 }
 
+// A contiguous input viewed as [outer, red, inner] with the middle reduced
+// and inner > 1 (e.g. a sum over dim 0): reading a column per output would
+// stride through memory, so each task sums whole rows of a column block
+// into an accumulator row instead. False when the layout is not that.
+struct ColumnPlan {
+  int64_t outer = 1, red = 1, inner = 1;
+};
+bool makeColumnPlan(const Tensor& in, const Tensor& out, uint64_t mask, ColumnPlan& c) {
+  if (!in.contiguous() || !out.contiguous() || in.ndim == 0) return false;
+  int first = -1, last = -1;
+  for (int d = 0; d < in.ndim; ++d) {
+    if (!(mask >> d & 1u)) continue;
+    if (first < 0) first = d;
+    if (last >= 0 && last != d - 1) return false;  // not one block
+    last = d;
+  }
+  if (first < 0 || last == in.ndim - 1) return false;  // nothing, or inner-flat
+  for (int d = 0; d < in.ndim; ++d) {
+    if (d < first)
+      c.outer *= in.shape[d];
+    else if (d <= last)
+      c.red *= in.shape[d];
+    else
+      c.inner *= in.shape[d];
+  }
+  return c.inner > 1 && c.red > 0;
+}
+
+template <typename T, typename TO, typename A, bool kMean>
+void sumColumns(const ColumnPlan& c, const T* src, TO* dst) {
+  constexpr int64_t kBlock = 512;  // accumulator row: 4 KiB of double
+  const int64_t blocks = (c.inner + kBlock - 1) / kBlock;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(c.red * kBlock, 1));
+  // float rows are summed in float over 16 rows at a time, then into the
+  // double accumulators (as rowSum): float adds vectorize twice as wide.
+  using Part = std::conditional_t<std::is_same_v<T, float>, float, A>;
+  constexpr int64_t kRows = std::is_same_v<T, float> ? 16 : 1;
+  parallelFor(c.outer * blocks, grain, [&](int64_t b, int64_t e) {
+    A acc[kBlock];
+    Part part[kBlock];
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t o = t / blocks, k0 = (t % blocks) * kBlock;
+      const int64_t w = std::min(kBlock, c.inner - k0);
+      for (int64_t k = 0; k < w; ++k) acc[k] = 0;
+      const T* base = src + o * c.red * c.inner + k0;
+      for (int64_t r0 = 0; r0 < c.red; r0 += kRows) {
+        for (int64_t k = 0; k < w; ++k) part[k] = 0;
+        for (int64_t r = r0; r < std::min(c.red, r0 + kRows); ++r) {
+          const T* row = base + r * c.inner;
+          for (int64_t k = 0; k < w; ++k) part[k] += static_cast<Part>(row[k]);
+        }
+        for (int64_t k = 0; k < w; ++k) acc[k] += static_cast<A>(part[k]);
+      }
+      TO* out = dst + o * c.inner + k0;
+      for (int64_t k = 0; k < w; ++k)
+        out[k] = kMean ? static_cast<TO>(static_cast<double>(acc[k]) / static_cast<double>(c.red))
+                       : static_cast<TO>(acc[k]);
+    }
+  });
+}
+
 uint64_t dimsMask(const flagosScalar* sc, int32_t ns, int idx, int ndim) {
   if (idx >= ns || sc[idx].dtype == 0) return ndim ? ((uint64_t{1} << ndim) - 1) : 0;
   return static_cast<uint64_t>(sc[idx].i);
@@ -127,19 +190,34 @@ flagosStatus_t sumKernel(flagosStream_t stream, const flagosTensor* o, int32_t n
     return FLAGOS_ERROR_NOT_SUPPORTED;
   Tensor out = copyTensor(o[0]), a = copyTensor(in[0]);
   Plan plan;
-  if (!makePlan(a, out, dimsMask(sc, ns, 0, a.ndim), plan)) return FLAGOS_ERROR_NOT_SUPPORTED;
-  return submit(stream, [out, a, plan, idt] {
+  const uint64_t mask = dimsMask(sc, ns, 0, a.ndim);
+  if (!makePlan(a, out, mask, plan)) return FLAGOS_ERROR_NOT_SUPPORTED;
+  ColumnPlan columns;
+  const bool by_columns = makeColumnPlan(a, out, mask, columns);
+  return submit(stream, [out, a, plan, idt, by_columns, columns] {
     auto run = [&](auto tag, auto otag) {
       using T = decltype(tag);
       using TO = decltype(otag);
       using A = Acc<TO>;
       const T* src = a.ptr<T>();
       TO* dst = out.ptr<TO>();
+      if (by_columns) {
+        sumColumns<T, TO, A, kMean>(columns, src, dst);
+        return;
+      }
       forOutputs(plan, [&](int64_t ioff, int64_t ooff) {
         A acc = 0;
         if (plan.inner_flat) {
-          const T* s = src + ioff;
-          for (int64_t i = 0; i < plan.nred; ++i) acc += static_cast<A>(s[i]);
+          double vsum;
+          if constexpr (std::is_same_v<T, float>) {
+            if (vec::rowSum(src + ioff, plan.nred, &vsum)) {
+              acc = vsum;
+            } else {
+              acc = sumFlat<T, A>(src + ioff, plan.nred);
+            }
+          } else {
+            acc = sumFlat<T, A>(src + ioff, plan.nred);
+          }
         } else {
           forReduced(plan, ioff, [&](int64_t off, int64_t) { acc += static_cast<A>(src[off]); });
         }
@@ -271,6 +349,25 @@ flagosStatus_t argKernel(flagosStream_t stream, const flagosTensor* o, int32_t n
   });
 }
 
+// One contiguous float32 row of softmax / log_softmax on the vector path
+// (Note [Vector math]); false: take the scalar loop. x and y may alias.
+template <bool kLog>
+bool softmaxRowVec(const float* x, float* y, int64_t len) {
+  float mx;
+  if (!vec::rowMax(x, len, &mx)) return false;
+  if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: avoid inf - inf
+  double sum = 0;
+  vec::expShiftSum(x, mx, kLog ? nullptr : y, len, &sum);
+  if constexpr (kLog) {
+    const float shift = mx + static_cast<float>(std::log(sum));
+    for (int64_t i = 0; i < len; ++i) y[i] = x[i] - shift;
+  } else {
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < len; ++i) y[i] *= inv;
+  }
+  return true;
+}
+
 // Softmax family over one dim. Scalars: dim, half_to_float / input_dtype.
 enum class SoftmaxKind { Forward, LogForward, Backward, LogBackward };
 
@@ -323,6 +420,11 @@ flagosStatus_t softmaxKernel(flagosStream_t stream, const flagosTensor* o, int32
           T* po = out.ptr<T>() + oo;
           const T* px = x.ptr<T>() + ox;
           if constexpr (!kBackward) {
+            if constexpr (std::is_same_v<T, float>) {
+              if (sx == 1 && so == 1 &&
+                  softmaxRowVec<kKind == SoftmaxKind::LogForward>(px, po, len))
+                continue;
+            }
             T mx = -std::numeric_limits<T>::infinity();
             for (int64_t i = 0; i < len; ++i) mx = std::max(mx, px[i * sx]);
             if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: avoid inf - inf
@@ -345,12 +447,20 @@ flagosStatus_t softmaxKernel(flagosStream_t stream, const flagosTensor* o, int32
             // x = grad_output, y = output of the forward.
             const T* py = y.ptr<T>() + oy;
             double dot = 0;
+            const bool flat = sx == 1 && sy == 1;
             if constexpr (kKind == SoftmaxKind::Backward) {
-              for (int64_t i = 0; i < len; ++i) dot += static_cast<double>(px[i * sx]) * py[i * sy];
+              if (flat)
+                dot = dotFlat(px, py, len);
+              else
+                for (int64_t i = 0; i < len; ++i)
+                  dot += static_cast<double>(px[i * sx]) * py[i * sy];
               for (int64_t i = 0; i < len; ++i)
                 po[i * so] = static_cast<T>(py[i * sy] * (px[i * sx] - dot));
             } else {
-              for (int64_t i = 0; i < len; ++i) dot += px[i * sx];
+              if (flat)
+                dot = sumFlat<T, double>(px, len);
+              else
+                for (int64_t i = 0; i < len; ++i) dot += px[i * sx];
               for (int64_t i = 0; i < len; ++i)
                 po[i * so] =
                     static_cast<T>(px[i * sx] - std::exp(static_cast<double>(py[i * sy])) * dot);
