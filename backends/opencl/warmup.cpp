@@ -110,9 +110,13 @@ void tinyProgram(Device* device, cl_command_queue queue) {
         clCreateBuffer(device->context, CL_MEM_READ_WRITE, 64 * sizeof(float), nullptr, &error);
     if (kernel != nullptr && buffer != nullptr &&
         clSetKernelArg(kernel, 0, sizeof(cl_mem), &buffer) == CL_SUCCESS) {
+      // An explicit local size, as every launch (Note [Launch geometry]): a
+      // power of two that divides the 64 items and fits the device.
       const size_t global = 64;
-      if (clEnqueueNDRangeKernel(queue, kernel, 1, nullptr, &global, nullptr, 0, nullptr,
-                                 nullptr) == CL_SUCCESS) {
+      size_t local = 64;
+      while (local > 1 && local > device->info.max_work_group_size) local /= 2;
+      if (clEnqueueNDRangeKernel(queue, kernel, 1, nullptr, &global, &local, 0, nullptr, nullptr) ==
+          CL_SUCCESS) {
         clFinish(queue);
       }
     }

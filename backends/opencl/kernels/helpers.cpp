@@ -2,6 +2,7 @@
 // NaN/Inf already there, and CLBlast may read C even then) and broadcasting
 // an addmm-style `self` into the output before a GEMM with beta. One small
 // OpenCL program per device, built on first use and kept with the device.
+#include <algorithm>
 #include <vector>
 
 #include "blas.h"
@@ -9,16 +10,25 @@
 namespace flagos_opencl::kernels {
 namespace {
 
-// Offsets and strides in elements; dims right-aligned into 3.
+constexpr uint64_t kLocal = 64;
+
+// Offsets and strides in elements; dims right-aligned into 3. Launched with
+// an explicit local size along the inner dim (kLocal, Note [Launch
+// geometry] in include/flagos/compiler.h): the grid is rounded up to it and
+// `nj` bounds the tail, so PoCL builds one work-group function per kernel
+// instead of one per output width.
 constexpr const char* kSource = R"CL(
 #define HELPERS(T)                                                                        \
-__kernel void zero_##T(__global T* d, ulong doff, long d0, long d1, long d2) {            \
+__kernel void zero_##T(__global T* d, ulong doff, long d0, long d1, long d2, long nj) {   \
   const long j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);            \
+  if (j >= nj) return;                                                                    \
   d[doff + b * d0 + i * d1 + j * d2] = (T)0;                                              \
 }                                                                                         \
 __kernel void expand_##T(__global T* d, ulong doff, long d0, long d1, long d2,            \
-                         __global const T* s, ulong soff, long s0, long s1, long s2) {    \
+                         __global const T* s, ulong soff, long s0, long s1, long s2,      \
+                         long nj) {                                                       \
   const long j = get_global_id(0), i = get_global_id(1), b = get_global_id(2);            \
+  if (j >= nj) return;                                                                    \
   d[doff + b * d0 + i * d1 + j * d2] = s[soff + b * s0 + i * s1 + j * s2];                \
 }
 HELPERS(float)
@@ -35,6 +45,7 @@ struct Helpers {
   cl_program program = nullptr;
   cl_kernel zero[2] = {nullptr, nullptr};  // [float, double]
   cl_kernel expand[2] = {nullptr, nullptr};
+  size_t local = 1;   // work-group size along the inner dim (kLocal, or the device's max)
   std::string error;  // why the build failed (kept: not retried per call)
   std::mutex mu;      // cl_kernel arguments are shared state: set + enqueue under it
 
@@ -70,6 +81,8 @@ namespace {
 
 std::unique_ptr<Helpers> build(Device* device) {
   auto h = std::make_unique<Helpers>();
+  h->local = static_cast<size_t>(
+      std::max<uint64_t>(1, std::min<uint64_t>(kLocal, device->info.max_work_group_size)));
   h->program = buildSmallProgram(device, kSource, "", &h->fp64, &h->error);
   if (h->program == nullptr) return h;
   cl_int error = CL_SUCCESS;
@@ -109,10 +122,13 @@ cl_int launch(Helpers* h, cl_kernel k, cl_command_queue q, const Region& dst, co
   };
   cl_int error = region(dst);
   if (src != nullptr) error |= region(*src);
+  const cl_long nj = dst.shape[2];
+  error |= clSetKernelArg(k, arg++, sizeof(nj), &nj);
   if (error != CL_SUCCESS) return CL_INVALID_KERNEL_ARGS;
-  const size_t global[3] = {static_cast<size_t>(dst.shape[2]), static_cast<size_t>(dst.shape[1]),
-                            static_cast<size_t>(dst.shape[0])};
-  return clEnqueueNDRangeKernel(q, k, 3, nullptr, global, nullptr, 0, nullptr, event);
+  const size_t local[3] = {h->local, 1, 1};
+  const size_t global[3] = {(static_cast<size_t>(nj) + h->local - 1) / h->local * h->local,
+                            static_cast<size_t>(dst.shape[1]), static_cast<size_t>(dst.shape[0])};
+  return clEnqueueNDRangeKernel(q, k, 3, nullptr, global, local, 0, nullptr, event);
 }
 
 int typeIndex(flagosDtype_t dt) {
