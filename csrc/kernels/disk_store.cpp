@@ -16,6 +16,8 @@
 #include <ctime>
 #include <fstream>
 
+#include "generator_fingerprint.h"
+
 namespace flagos::kernels {
 namespace {
 
@@ -82,7 +84,7 @@ uint64_t fnv1a64(const void* data, size_t size, uint64_t hash) {
 std::string fileKeyOf(const KernelKey& key, const std::string& language,
                       const std::string& device_arch) {
   return key.toString() + "|" + language + "|" + device_arch + "|gen" +
-         std::to_string(kGeneratorVersion);
+         std::to_string(kGeneratorVersion) + "." + FLAGOS_GENERATOR_FINGERPRINT;
 }
 
 bool writeFileAtomically(const std::string& path, const std::string& bytes) {

@@ -4,8 +4,12 @@
 // Note [Kernel cache files]
 //  - name: 16 hex digits of FNV-1a64(file key) + ".fkc"; the file key
 //    (fileKeyOf) is the kernel key's string, the language, the device
-//    architecture and kGeneratorVersion, so a new driver or generator never
-//    reuses an old binary.
+//    architecture, kGeneratorVersion and the generator's fingerprint (a
+//    hash of csrc/kernels/, the catalog and compiler.h, computed at build
+//    time by cmake/generator_fingerprint.cmake), so a new driver or any
+//    change to the generator never reuses an old binary. (Before the
+//    fingerprint, a changed helper kept loading the old kernels from disk
+//    until someone remembered to bump kGeneratorVersion.)
 //  - content: a 32-byte header {magic "FLGKC001", u32 format version,
 //    u32 key length, u64 payload length, u64 FNV-1a64 of the payload}, the
 //    file key (compared on read: a hash collision is a miss, not a wrong
