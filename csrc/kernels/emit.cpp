@@ -288,10 +288,20 @@ std::string rowBody(const Recipe& r, const Signature& sig, bool baked, const Dia
   if (r.row == RowOp::Softmax || r.row == RowOp::LogSoftmax) {
     s << "  " << t << " m = -INFINITY, sum = 0;\n";
     loop("m = flagos_max" + suf + "(m, " + at(1) + ");");
-    loop("sum += exp(" + at(1) + " - m);");
-    if (r.row == RowOp::Softmax) {
+    const flagosDtype_t od = sig.operands[0].dtype;
+    const bool out_is_t = od == (fp64 ? FLAGOS_DTYPE_FLOAT64 : FLAGOS_DTYPE_FLOAT32);
+    if (r.row == RowOp::Softmax && out_is_t) {
+      // One exp an element: the exponentials go to the output, then scale
+      // by 1 / sum as CPU's softmax does. Each pass reads an element before
+      // writing it, so an output that aliases the input is fine.
+      loop("const " + t + " e = exp(" + at(1) + " - m); sum += e; " + put("e"));
+      s << "  const " << t << " inv = (" << t << ")1 / sum;\n";
+      loop(put(at(0) + " * inv"));
+    } else if (r.row == RowOp::Softmax) {
+      loop("sum += exp(" + at(1) + " - m);");
       loop(put("exp(" + at(1) + " - m) / sum"));
     } else {
+      loop("sum += exp(" + at(1) + " - m);");
       s << "  const " << t << " lse = log(sum);\n";
       loop(put(at(1) + " - m - lse"));
     }

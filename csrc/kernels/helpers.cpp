@@ -23,6 +23,15 @@ std::string commonHelpers(bool fp64) {
       "FLAGOS_FN T flagos_maxS(T a, T b) { return (a != a || a > b) ? a : b; }\n"
       "FLAGOS_FN T flagos_minS(T a, T b) { return (a != a || a < b) ? a : b; }\n"
       "FLAGOS_FN T flagos_sigmoidS(T x) { return (T)1 / ((T)1 + exp(-x)); }\n"
+      "/* pow with a scalar exponent: PyTorch's pow_tensor_scalar cases. */\n"
+      "FLAGOS_FN T flagos_powsS(T x, T e) {\n"
+      "  if (e == (T)2) return x * x;\n"
+      "  if (e == (T)3) return x * x * x;\n"
+      "  if (e == (T)0.5) return sqrt(x);\n"
+      "  if (e == (T)-0.5) return (T)1 / sqrt(x);\n"
+      "  if (e == (T)-1) return (T)1 / x;\n"
+      "  if (e == (T)-2) return (T)1 / (x * x);\n"
+      "  return pow(x, e); }\n"
       "/* Giles' approximation, then two Newton steps on erf. */\n"
       "FLAGOS_FN T flagos_erfinvS(T y) {\n"
       "  if (y != y || y < (T)-1 || y > (T)1) return (T)NAN;\n"
@@ -99,6 +108,13 @@ std::string commonHelpers(bool fp64) {
     return s;
   };
   out += instantiate("float", "f");
+  // Note [Fast paths of the generator's math] (lower.cpp): float erf.
+  out +=
+      "FLAGOS_FN float flagos_erf32(float x) {\n"
+      "  const float ax = fabs(x), t = 1.0f / (1.0f + 0.3275911f * ax);\n"
+      "  const float r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t\n"
+      "                   - 0.284496736f) * t + 0.254829592f;\n"
+      "  return copysign(1.0f - r * t * exp(-ax * ax), x); }\n";
   if (fp64) out += instantiate("double", "d");
   return out;
 }
