@@ -37,11 +37,13 @@ def _choose_backend(backend: str | None) -> str:
     # names, without an edit. A concrete name in code wins.
     from_env = backend in (None, "auto") and bool(config.backend())
     name = config.backend() if from_env else (backend if backend is not None else "auto")
+    if isinstance(name, str):
+        name = name.strip().lower()  # "OpenCL" is "opencl", as FLAGOS_BACKEND
     if not isinstance(name, str) or not _BACKEND_NAME.match(name):
         source = "FLAGOS_BACKEND" if from_env else "backend argument"
         raise ValueError(
             f"invalid {source} {name!r}: expected 'auto' or a plugin name made of "
-            "lower-case letters, digits and '_' (e.g. 'host')"
+            "letters, digits and '_' (e.g. 'host'; case-insensitive)"
         )
     return name
 
@@ -140,22 +142,37 @@ def is_initialized() -> bool:
 def _autoload() -> None:
     """torch's `torch.backends` entry point, run inside `import torch`.
 
-    Does nothing unless FLAGOS_BACKEND is set. Never raises: a failure here
-    would make `import torch` itself fail, so it becomes a warning.
+    Does nothing unless FLAGOS_BACKEND is set. A FLAGOS_BACKEND that names no
+    plugin, or is malformed, raises (torch then fails `import torch` with
+    our message as the cause): a typo must not run a job on CPU. With
+    FLAGOS_BACKEND_LENIENT=1 that too is only a warning. Any other failure
+    (a plugin that exists but cannot start) is a warning, so that
+    `import torch` keeps working and initialize() shows the full error.
     """
     if not config.backend():
         return
     try:
         initialize()
+    except ValueError as err:
+        if not config.backend_lenient():
+            raise ValueError(
+                f"FLAGOS_BACKEND={config.backend()}: {err}\n(set FLAGOS_BACKEND_LENIENT=1 to "
+                "run without the flagos device instead, or unset FLAGOS_BACKEND)"
+            ) from None
+        _warn_unavailable(err)
     except Exception as err:  # noqa: BLE001 - see docstring
-        warnings.warn(
-            f"flagos-torchfl: FLAGOS_BACKEND={config.backend()} is set, but the flagos device "
-            f"could not be initialized at `import torch`: {err}. The 'flagos' device is not "
-            "available; call flagos_torchfl.initialize() to see the full error, or unset "
-            "FLAGOS_BACKEND.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        _warn_unavailable(err)
+
+
+def _warn_unavailable(err: Exception) -> None:
+    warnings.warn(
+        f"flagos-torchfl: FLAGOS_BACKEND={config.backend()} is set, but the flagos device "
+        f"could not be initialized at `import torch`: {err}. The 'flagos' device is not "
+        "available; call flagos_torchfl.initialize() to see the full error, or unset "
+        "FLAGOS_BACKEND.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def _require_initialized():

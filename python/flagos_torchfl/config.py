@@ -36,7 +36,18 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "usable plugin; real accelerators rank above CPU-hosted devices). Used by "
         '`initialize()` when called without `backend=` or with `backend="auto"`. When set, `import torch` also '
         "initializes flagos-torchfl through torch's backend autoload; unset, nothing "
-        "happens until `initialize()` is called.",
+        "happens until `initialize()` is called. Names are case-insensitive (`OpenCL` is "
+        "`opencl`). A name no plugin has (a typo) is an error, also at `import torch`, "
+        "unless `FLAGOS_BACKEND_LENIENT=1`.",
+    ),
+    EnvVar(
+        "FLAGOS_BACKEND_LENIENT",
+        "0",
+        "python",
+        "`1`: a `FLAGOS_BACKEND` that names no plugin (or is malformed) only warns at "
+        "`import torch`, and the program runs without the flagos device (the behaviour "
+        "before strict names). Default `0`: `import torch` fails with the list of plugins "
+        "found, so a typo cannot silently run a job on CPU.",
     ),
     EnvVar(
         "FLAGOS_PLUGIN_PATH",
@@ -342,8 +353,8 @@ def _get(name: str) -> str:
 
 
 def backend() -> str | None:
-    """FLAGOS_BACKEND, or None when unset or empty."""
-    return _get("FLAGOS_BACKEND") or None
+    """FLAGOS_BACKEND lower-cased (names are case-insensitive), or None when unset or empty."""
+    return _get("FLAGOS_BACKEND").lower() or None
 
 
 def plugin_path() -> list[str]:
@@ -354,6 +365,11 @@ def plugin_path() -> list[str]:
 def visible_devices() -> str:
     """FLAGOS_VISIBLE_DEVICES as given ("" = all); the core parses it."""
     return _get("FLAGOS_VISIBLE_DEVICES")
+
+
+def backend_lenient() -> bool:
+    """FLAGOS_BACKEND_LENIENT as a flag: 1/true/yes/on."""
+    return _get("FLAGOS_BACKEND_LENIENT").lower() in ("1", "true", "yes", "on")
 
 
 def log_fallback() -> bool:

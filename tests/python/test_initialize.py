@@ -57,10 +57,26 @@ def test_switching_backend_in_one_process_is_refused():
         ft.initialize("opencl")
 
 
-@pytest.mark.parametrize("name", ["", "Host", "host!", "../host", "a b", "1host", 3])
+@pytest.mark.parametrize("name", ["", "host!", "../host", "a b", "1host", 3])
 def test_malformed_backend_name_is_a_value_error(name):
     with pytest.raises(ValueError, match="invalid backend argument"):
         ft.initialize(name)
+
+
+@pytest.mark.parametrize("name", ["Host", "HOST", " host "])
+def test_backend_names_are_case_insensitive(name):
+    ft.initialize(name)  # the running backend: a no-op, not a refusal
+    assert ft.backend_info(verbose=False)["backend"] == "host"
+
+
+def test_flagos_backend_is_case_insensitive(run_python):
+    out = check_ok(
+        run_python(
+            "import flagos_torchfl as ft; ft.initialize(); print(ft.backend_info(False)['backend'])",
+            FLAGOS_BACKEND="Host",
+        )
+    )
+    assert out.strip().splitlines()[-1] == "host"
 
 
 def test_unknown_backend_is_a_value_error(run_python):
@@ -228,9 +244,20 @@ def test_autoload_without_flagos_backend_does_nothing(run_python, installed):
     assert out.strip() == "privateuseone"
 
 
-def test_autoload_failure_warns_instead_of_breaking_import_torch(run_python, installed):
+def test_autoload_typo_fails_import_torch_naming_the_plugins(run_python, installed):
+    # A typo used to warn and run the whole job on CPU with exit status 0.
+    proc = run_python("import torch; print('imported')", FLAGOS_BACKEND="hots")
+    assert proc.returncode != 0 and "imported" not in proc.stdout
+    assert "FLAGOS_BACKEND=hots: unknown backend 'hots'" in proc.stderr
+    assert "host (" in proc.stderr  # the candidates found
+    assert "FLAGOS_BACKEND_LENIENT=1" in proc.stderr  # the way out
+
+
+def test_autoload_typo_with_lenient_warns_and_continues(run_python, installed):
     proc = run_python(
-        "import torch; print('imported', torch.ones(1).item())", FLAGOS_BACKEND="nosuch"
+        "import torch; print('imported', torch.ones(1).item())",
+        FLAGOS_BACKEND="nosuch",
+        FLAGOS_BACKEND_LENIENT="1",
     )
     assert check_ok(proc).strip() == "imported 1.0"
     assert "FLAGOS_BACKEND=nosuch" in proc.stderr and "unknown backend 'nosuch'" in proc.stderr
