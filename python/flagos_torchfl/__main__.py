@@ -147,13 +147,50 @@ _COMMANDS: dict[str, Command] = {
 }
 
 
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" to an option's help unless X is None/False or
+    the help already says its default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        if action.option_strings and action.nargs != 0:
+            return text + " (default: %(default)s)"
+        return text
+
+
+def torch_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        return "not installed"
+
+
 def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(
         prog="flagos-torchfl", description="flagos-torchfl: one PyTorch device for any accelerator"
     )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"flagos-torchfl {__version__} (torch {torch_version()})",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add_arguments, _) in _COMMANDS.items():
-        add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+        # Defaults shown in every --help.
+        add_arguments(
+            sub.add_parser(
+                name,
+                help=help_text,
+                description=help_text,
+                formatter_class=_DefaultsFormatter,
+            )
+        )
     return parser
 
 

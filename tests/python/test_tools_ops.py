@@ -66,3 +66,24 @@ def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
     assert _output.paint("fallback", "fallback", False) == "fallback"
     monkeypatch.setenv("NO_COLOR", "1")
     assert not _output.use_colour(Terminal())
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("ops", "--tier", "fallbak"), ("ops", "--family", "pointwyse"), ("validate", "--level", "9")],
+)
+def test_unknown_choice_is_a_usage_error(args):
+    # An empty table with exit 0 read as "no fallbacks" in a CI script.
+    proc = run_cli(*args)
+    assert proc.returncode == 2, explain(proc)
+    assert "invalid choice" in proc.stderr and proc.stdout == ""
+
+
+def test_version_and_help_with_defaults():
+    proc = run_cli("--version")
+    assert proc.returncode == 0, explain(proc)
+    assert proc.stdout.startswith(f"flagos-torchfl {ft.__version__} (torch ")
+    help_text = run_cli("validate", "--help").stdout
+    assert "(default: 0.05)" in help_text  # --lr
+    assert "torchvision:NAME" in help_text and "timm:NAME" in help_text
+    assert "(default: None)" not in help_text

@@ -285,7 +285,9 @@ def format_result(r: dict[str, Any], top: int = 25) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="FILE.py[:FUNC] or MODULE:FUNC (docs/tools.md)")
+    parser.add_argument(
+        "model", help="FILE.py[:FUNC], MODULE:FUNC, torchvision:NAME or timm:NAME (docs/tools.md)"
+    )
     parser.add_argument("--backend", default=None, help="plugin (default: $FLAGOS_BACKEND/auto)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps (default 20)")
     parser.add_argument("--warmup", type=int, default=5, help="warm-up steps (default 5)")

@@ -175,7 +175,9 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="FILE.py[:FUNC] or MODULE:FUNC (docs/tools.md)")
+    parser.add_argument(
+        "model", help="FILE.py[:FUNC], MODULE:FUNC, torchvision:NAME or timm:NAME (docs/tools.md)"
+    )
     parser.add_argument(
         "--backend",
         default=None,

@@ -102,6 +102,14 @@ def _in_place(name: str) -> bool:
     return base.endswith("_") and not base.endswith("__")
 
 
+# What `tier()` below can predict, and the catalog's families (ops/catalog.yaml).
+PREDICTED_TIERS = ("native", "generated", "decomposition", "fallback")
+FAMILIES = (
+    "pointwise", "reduction", "normalization", "gemm", "convolution", "pooling", "index",
+    "shape", "random", "loss", "optimizer",
+)  # fmt: skip
+
+
 def _local_support() -> dict[str, Any]:
     from .. import backend_info, initialize, is_initialized
 
@@ -229,8 +237,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend", default=None, help="plugin name (default: $FLAGOS_BACKEND, else auto)"
     )
-    parser.add_argument("--tier", default=None, help="only operators with an overload on this tier")
-    parser.add_argument("--family", default=None, help="only this family (pointwise, gemm, ...)")
+    # Choices, so that a typo is a usage error (exit 2), never an empty table
+    # that a CI script would read as "nothing on that tier".
+    parser.add_argument(
+        "--tier",
+        default=None,
+        choices=PREDICTED_TIERS,
+        help="only operators with an overload on this tier",
+    )
+    parser.add_argument(
+        "--family", default=None, choices=FAMILIES, help="only operators of this family"
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no table (with --json)")
     add_output_arguments(parser)
 

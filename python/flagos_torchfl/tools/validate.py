@@ -420,7 +420,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=[1, 2, 3, 4, 5],
         help="run levels 1..LEVEL (default 1); 5: the regression run of --config",
     )
-    parser.add_argument("--model", default=None, help="FILE.py[:FUNC] or MODULE:FUNC (levels 2-4)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="levels 2-4: FILE.py[:FUNC], MODULE:FUNC, torchvision:NAME or timm:NAME "
+        "(e.g. torchvision:resnet18)",
+    )
     parser.add_argument(
         "--config", default=None, help="level 5: TOML or JSON file of models and their levels"
     )
@@ -430,7 +435,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="float32,bfloat16",
         help="level 1 dtypes, comma-separated (default float32,bfloat16)",
     )
-    parser.add_argument("--steps", type=int, default=100, help="level 3 training steps (100)")
+    parser.add_argument("--steps", type=int, default=100, help="level 3 training steps")
     parser.add_argument("--lr", type=float, default=0.05, help="level 3 SGD learning rate")
     parser.add_argument("--atol", type=float, default=1e-4, help="level 2 absolute tolerance")
     parser.add_argument("--rtol", type=float, default=1e-3, help="level 2 relative tolerance")
