@@ -34,8 +34,7 @@ std::vector<StatArray*> statArrays(DeviceStats& s) {
 
 DeviceCache& CachingAllocator::cache(c10::DeviceIndex device) {
   const c10::DeviceIndex count = deviceCount();
-  TORCH_CHECK(device >= 0 && device < count, "flagos: invalid device index ",
-              static_cast<int>(device), " (", static_cast<int>(count), " devices visible)");
+  checkDeviceIndex(device);
   if (caches_.size() < static_cast<size_t>(count)) caches_.resize(count);
   if (!caches_[device]) caches_[device] = std::make_unique<DeviceCache>();
   return *caches_[device];

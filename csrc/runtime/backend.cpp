@@ -220,11 +220,20 @@ c10::DeviceIndex deviceCount() noexcept {
   return static_cast<c10::DeviceIndex>(g_backend.physical_ids.size());
 }
 
+void checkDeviceIndex(int64_t device, const char* what) {
+  const int64_t count = deviceCount();
+  if (device >= 0 && device < count) return;
+  // The hint: where the count comes from. The host plugin's own variable is
+  // named for it, since that is where a CPU-only user asks for flagos:1.
+  const bool host = isInitialized() && g_backend.name == "host";
+  TORCH_CHECK(false, "flagos: invalid device index ", device, " ", what, "(", count, " device",
+              count == 1 ? "" : "s", " visible; FLAGOS_VISIBLE_DEVICES selects them",
+              host ? ", and the host plugin has FLAGOS_HOST_DEVICES devices (default 1)" : "", ")");
+}
+
 int32_t physicalDevice(c10::DeviceIndex logical) {
   const Backend& b = backend();
-  TORCH_CHECK(logical >= 0 && static_cast<size_t>(logical) < b.physical_ids.size(),
-              "flagos: invalid device index ", static_cast<int>(logical), " (",
-              b.physical_ids.size(), " device", b.physical_ids.size() == 1 ? "" : "s", " visible)");
+  checkDeviceIndex(logical);
   return b.physical_ids[logical];
 }
 

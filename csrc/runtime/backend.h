@@ -58,6 +58,9 @@ const std::vector<CandidateReport>& discoveryReport();
 // initialize().
 c10::DeviceIndex deviceCount() noexcept;
 int32_t physicalDevice(c10::DeviceIndex logical);  // throws on a bad index
+// Throws "flagos: invalid device index N <what>(K devices visible...)" unless
+// 0 <= device < deviceCount(); the message says how to get more devices.
+void checkDeviceIndex(int64_t device, const char* what = "");
 c10::DeviceIndex currentDevice();
 void setCurrentDevice(c10::DeviceIndex logical);
 

@@ -85,11 +85,8 @@ uint64_t splitMix64(uint64_t* x) {
 }
 
 c10::DeviceIndex resolve(c10::DeviceIndex device) {
-  const c10::DeviceIndex count = deviceCount();
   if (device < 0) device = currentDevice();
-  TORCH_CHECK(device >= 0 && device < count, "flagos: invalid device index ",
-              static_cast<int>(device), " for a generator (", static_cast<int>(count),
-              " devices visible)");
+  checkDeviceIndex(device, "for a generator ");
   return device;
 }
 

@@ -14,6 +14,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import BACKEND
 
 NAN, INF = math.nan, math.inf
 
@@ -111,3 +112,22 @@ def test_a_huge_allocation_is_torch_oom_and_the_device_still_works():
     with pytest.raises(torch.OutOfMemoryError, match="out of memory"):
         torch.empty(1 << 45, device="flagos")
     assert (torch.ones(4, device="flagos") * 2).sum().item() == 8.0
+
+
+@pytest.mark.skipif(BACKEND != "host", reason="the hint names the host plugin's variable")
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda: torch.empty(1, device="flagos:1"),
+        lambda: torch.randn(2).to("flagos:1"),
+        lambda: torch.flagos.set_device(1),
+        lambda: torch.flagos.memory_allocated(1),
+    ],
+)
+def test_a_device_index_past_the_count_says_how_to_get_more(use):
+    count = torch.flagos.device_count()
+    if count != 1:
+        pytest.skip("one visible device")
+    with pytest.raises(RuntimeError, match=r"invalid device index 1 \(1 device visible") as err:
+        use()
+    assert "FLAGOS_VISIBLE_DEVICES" in str(err.value) and "FLAGOS_HOST_DEVICES" in str(err.value)
