@@ -196,8 +196,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from .tools._output import json_only_stdout
+
     try:
-        return _COMMANDS[args.command][2](args)
+        with json_only_stdout(getattr(args, "json", None) == "-"):
+            return _COMMANDS[args.command][2](args)
     except (ImportError, RuntimeError, ValueError) as err:
         print(f"flagos-torchfl {args.command}: error: {err}", file=sys.stderr)
         return 1

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,17 +35,32 @@ def use_colour(stream=None) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)()) and not config.no_color()
 
 
-def progress(iterable: Sequence[Any], label: str, stream=None):
-    """Yield from `iterable`, drawing `label i/n` on a terminal's stderr.
+# Seconds between the plain progress lines written where stderr is not a
+# terminal (CI logs): a 40 s validation is not silent, a 2 s one prints nothing.
+PLAIN_PROGRESS_EVERY = 5.0
 
-    Long runs (training steps, benchmark repetitions) show they are alive;
-    nothing is written when stderr is not a terminal (CI logs, pipes).
+
+def progress(iterable: Sequence[Any], label: str, stream=None, every: float | None = None):
+    """Yield from `iterable`, showing `label i/n` on stderr.
+
+    On a terminal the line is redrawn in place each step and cleared at the
+    end. Elsewhere (CI logs, pipes) a plain line `label i/n` is written at
+    most every `every` seconds (PLAIN_PROGRESS_EVERY), so a short run stays
+    quiet and a long one shows it is alive.
     """
     stream = stream or sys.stderr
-    if not getattr(stream, "isatty", lambda: False)():
-        yield from iterable
-        return
     total = len(iterable)
+    if not getattr(stream, "isatty", lambda: False)():
+        every = PLAIN_PROGRESS_EVERY if every is None else every
+        last = time.monotonic()
+        for i, item in enumerate(iterable, 1):
+            yield item
+            now = time.monotonic()
+            if now - last >= every and i < total:
+                stream.write(f"{label} {i}/{total}\n")
+                stream.flush()
+                last = now
+        return
     for i, item in enumerate(iterable, 1):
         stream.write(f"\r{label} {i}/{total}")
         stream.flush()
@@ -73,13 +91,44 @@ def render(rows: Sequence[Sequence[str]], colour_column: int | None = None) -> s
     return "\n".join(out)
 
 
+# Where `--json -` writes: the real stdout while json_only_stdout() holds it.
+_json_stream = None
+
+
+@contextlib.contextmanager
+def json_only_stdout(active: bool):
+    """With `--json -`, keep stdout for the JSON alone: while the command runs,
+    everything else written to stdout (the user's model file printing, a
+    library's banner, native code writing to fd 1) goes to stderr."""
+    global _json_stream
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved_fd = os.dup(1)
+    saved_stdout = sys.stdout
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    _json_stream = os.fdopen(os.dup(saved_fd), "w")
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        _json_stream.flush()
+        _json_stream.close()
+        _json_stream = None
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
+        sys.stdout = saved_stdout
+
+
 def write_json(path: str | None, data: Any) -> None:
     """Write `data` to `path` as JSON; '-' is stdout; None does nothing."""
     if not path:
         return
     text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
     if path == "-":
-        sys.stdout.write(text)
+        (_json_stream or sys.stdout).write(text)
     else:
         Path(path).write_text(text)
 
