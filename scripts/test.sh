@@ -40,8 +40,10 @@ MATRIX_CORE_TESTS=(tests/python/test_initialize.py tests/python/test_copy.py
   tests/python/test_rng.py tests/python/test_parameter_identity.py
   tests/python/test_cuda_alias.py tests/python/test_cuda_alias_switch.py
   tests/python/test_alias_torch_stack.py tests/python/test_distributed.py
-  tests/python/test_models.py tests/python/test_exit_stress.py)
-ZOO_TESTS=(tests/python/test_model_zoo.py tests/python/test_alias_torch_stack.py)
+  tests/python/test_models.py tests/python/test_exit_stress.py
+  tests/python/test_tools_validate_noise.py)
+ZOO_TESTS=(tests/python/test_model_zoo.py tests/python/test_alias_torch_stack.py
+  tests/python/test_tools_validate_noise.py)
 if [ "${FLAGOS_TORCH_MATRIX:-1}" != 0 ]; then
   if py=$(bash scripts/torch_env.sh 2.15.0 | tail -n 1); then
     run env FLAGOS_CACHE_DIR="$PWD/build/kernel-cache-2.15.0" "$py" -m pytest \

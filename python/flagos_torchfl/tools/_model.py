@@ -4,7 +4,9 @@ A model spec is one of
     path/to/file.py            the file's get_model()
     path/to/file.py:FUNC       the file's FUNC()
     package.module:FUNC        an importable module's FUNC()
-    torchvision:NAME, timm:NAME   a named model, when that package is installed
+    torchvision:NAME, timm:NAME   a named model, when that package is installed:
+                               seeded, batch 2, 64x64 inputs where the model
+                               allows, cross-entropy on seeded labels
 
 FUNC takes no arguments and returns (model, example_inputs) or
 (model, example_inputs, loss_fn). example_inputs is a tensor or a tuple of
@@ -44,16 +46,62 @@ def default_loss(output: Any):
     return sum(parts[1:], parts[0])
 
 
+# Named models made for validation: seeded (the same weights and data in
+# every run), a batch of NAMED_BATCH (batch norm needs more than one value a
+# channel), and cross-entropy on seeded labels (bounded below, unlike the
+# sum of the logits, which training drives to -inf). Inputs are 64x64 except
+# for models that need their native size (patch embeddings, windows).
+NAMED_BATCH = 2
+_NATIVE_SIZE = ("vit", "swin", "maxvit", "deit", "beit", "inception", "googlenet")
+
+
+def _classifier_loss(labels):
+    import torch
+
+    def loss(output):
+        logits = first_tensor(output)
+        return torch.nn.functional.cross_entropy(logits.float(), labels.to(logits.device))
+
+    return loss
+
+
 def _named(package: str, name: str):
     import torch
 
+    torch.manual_seed(0)
     if package == "torchvision":
         models = importlib.import_module("torchvision.models")
-        return models.get_model(name, weights=None).eval(), (torch.randn(1, 3, 224, 224),)
-    timm = importlib.import_module("timm")
-    model = timm.create_model(name, pretrained=False).eval()
-    size = model.default_cfg.get("input_size", (3, 224, 224))
-    return model, (torch.randn(1, *size),)
+        model = models.get_model(name, weights=None).eval()
+        size = (3, 224, 224) if name.startswith(_NATIVE_SIZE) else (3, 64, 64)
+        if name.startswith("inception"):
+            size = (3, 299, 299)
+    else:
+        timm = importlib.import_module("timm")
+        model = timm.create_model(name, pretrained=False).eval()
+        size = tuple(model.default_cfg.get("input_size", (3, 224, 224)))
+        if not name.startswith(_NATIVE_SIZE):
+            size = (size[0], 64, 64)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(NAMED_BATCH, *size, generator=g)
+    with torch.no_grad():
+        classes = first_tensor(model(x)).shape[-1]
+    labels = torch.randint(0, classes, (NAMED_BATCH,), generator=g)
+    return model, (x,), _classifier_loss(labels)
+
+
+def disable_dropout(model) -> int:
+    """Dropout-like layers off (p = 0), as the model-zoo tests run them: flagos
+    and CPU draw different random numbers, so a curve with dropout compares two
+    different experiments. Returns how many layers were changed."""
+    changed = 0
+    for module in model.modules():
+        kind = type(module).__name__
+        if "Dropout" in kind or "DropPath" in kind or "StochasticDepth" in kind:
+            for attr in ("p", "drop_prob"):
+                if isinstance(getattr(module, attr, None), float) and getattr(module, attr) > 0:
+                    setattr(module, attr, 0.0)
+                    changed += 1
+    return changed
 
 
 def _function(spec: str) -> Callable[[], Any]:

@@ -4,10 +4,13 @@
 
   1 operators  conv, matmul, transpose, softmax, layer norm, ... per dtype,
                flagos vs CPU within the dtype's tolerances
-  2 inference  the model's outputs on flagos vs CPU: max abs / rel error,
-               top-1 agreement for classifiers (N x C outputs)
+  2 inference  the model's outputs on flagos vs CPU: max abs / rel error
+               against a tolerance and CPU's own noise floor, top-1 agreement
+               for classifiers (N x C outputs)
   3 training   N optimizer steps (SGD) from the same weights on both: the
-               loss falls and tracks the CPU curve within a relative tolerance
+               loss tracks the CPU curve within a relative tolerance or CPU's
+               own noise floor (Note [Judged against CPU's own noise]);
+               whether it falls is reported (a failure with require_decrease)
   4 multi-device  DDP on N local processes through fccl: one step's gradients
                equal one CPU process's on the combined batch; samples/s
                scaling of N processes over one (_multidevice.py)
@@ -149,43 +152,90 @@ def _classifier(out) -> bool:
     return out is not None and out.dim() == 2 and out.shape[1] > 1 and out.is_floating_point()
 
 
-def level_inference(case: _model.ModelCase, atol: float, rtol: float) -> dict[str, Any]:
+# Note [Judged against CPU's own noise]
+# A fixed tolerance fails models that flagos computes correctly: some models
+# amplify rounding (batch norm over a handful of values, deep residual
+# stacks), so CPU differs from itself by more than 1e-3 in the loss within a
+# few steps (ResNet-18 on 1 vs 2 threads: 3e-3..7e-3). So levels 2 and 3 also
+# run a CPU twin whose weights are perturbed by NOISE_SCALE (relative), and
+# measure how far CPU moves from itself: the noise floor. A level passes when
+# flagos stays within the fixed tolerance OR within noise_multiple x the
+# floor, whichever is larger; the report shows both. A wrong kernel moves
+# results by far more than 1e-6 perturbations do (the tests inject some).
+NOISE_SCALE = 1e-6
+NOISE_MULTIPLE = 10.0
+
+
+def _perturbed(model, scale: float = NOISE_SCALE):
+    """A copy of `model` with every floating parameter and buffer scaled by
+    (1 + scale * N(0, 1)), seeded: the CPU twin of the noise floor."""
+    import torch
+
+    twin = copy.deepcopy(model).to("cpu")
+    g = torch.Generator().manual_seed(1234)
+    with torch.no_grad():
+        for t in list(twin.parameters()) + list(twin.buffers()):
+            if t.is_floating_point():
+                t.mul_(1 + scale * torch.randn(t.shape, generator=g, dtype=t.dtype))
+    return twin
+
+
+def level_inference(
+    case: _model.ModelCase, atol: float, rtol: float, noise_multiple: float = NOISE_MULTIPLE
+) -> dict[str, Any]:
     import torch
 
     cpu_model = copy.deepcopy(case.model).to("cpu").eval()
+    twin = _perturbed(case.model).eval()
     dev_model = copy.deepcopy(case.model).to(DEVICE).eval()
     t0 = time.perf_counter()
     with torch.no_grad():
         ref = _model.first_tensor(cpu_model(*_model.to_device(case.inputs, "cpu")))
+        noisy = _model.first_tensor(twin(*_model.to_device(case.inputs, "cpu")))
         out = _model.first_tensor(dev_model(*_model.to_device(case.inputs, DEVICE)))
-    result = {"name": "outputs", "atol": atol, "rtol": rtol}
+    result = {"name": "outputs", "atol": atol, "rtol": rtol, "noise_multiple": noise_multiple}
     result["max_abs"], result["max_rel"] = _errors(out, ref)
-    result["ok"] = _within(out, ref, atol, rtol)
+    result["noise_max_abs"], result["noise_max_rel"] = _errors(noisy, ref)
+    within_noise = result["max_abs"] <= noise_multiple * result["noise_max_abs"]
+    result["ok"] = _within(out, ref, atol, rtol) or within_noise
     if _classifier(ref):
         agree = float((out.cpu().argmax(1) == ref.argmax(1)).float().mean())
+        noise_agree = float((noisy.argmax(1) == ref.argmax(1)).float().mean())
         result["top1_agreement"] = agree
-        result["ok"] = result["ok"] and agree == 1.0
+        result["noise_top1_agreement"] = noise_agree
+        # Near-ties flip under CPU's own noise too: flagos may not do worse.
+        result["ok"] = result["ok"] and agree >= min(1.0, noise_agree)
     if not result["ok"]:
         result["message"] = (
-            f"model outputs differ from CPU: max abs error {result['max_abs']:.3g} (atol {atol:g}), "
-            f"max rel error {result['max_rel']:.3g} (rtol {rtol:g})"
+            f"model outputs differ from CPU: max abs error {result['max_abs']:.3g} (atol {atol:g}, "
+            f"rtol {rtol:g}; CPU's own noise floor {result['noise_max_abs']:.3g}, allowed "
+            f"{noise_multiple:g}x), max rel error {result['max_rel']:.3g}"
             + (
-                f", top-1 agreement {result['top1_agreement']:.1%}"
+                f", top-1 agreement {result['top1_agreement']:.1%} (CPU vs itself "
+                f"{result['noise_top1_agreement']:.1%})"
                 if "top1_agreement" in result
                 else ""
             )
         )
     result["time"] = time.perf_counter() - t0
     return {
-        "criterion": "outputs within |d - c| <= atol + rtol*|c|; classifiers: same top-1 class",
+        "criterion": (
+            "outputs within |d - c| <= atol + rtol*|c|, or within "
+            f"{noise_multiple:g}x CPU's own noise floor (weights perturbed {NOISE_SCALE:g}); "
+            "classifiers: top-1 agreement no worse than CPU's against itself"
+        ),
         "cases": [result],
     }
 
 
-def _train(case: _model.ModelCase, device: str, steps: int, lr: float) -> list[float]:
+def _train(
+    case: _model.ModelCase, device: str, steps: int, lr: float, model=None, keep_dropout=False
+) -> list[float]:
     import torch
 
-    model = copy.deepcopy(case.model).to(device).train()
+    model = copy.deepcopy(case.model if model is None else model).to(device).train()
+    if not keep_dropout:
+        _model.disable_dropout(model)
     inputs = _model.to_device(case.inputs, device)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     losses = []
@@ -199,12 +249,26 @@ def _train(case: _model.ModelCase, device: str, steps: int, lr: float) -> list[f
 
 
 def level_training(
-    case: _model.ModelCase, steps: int, lr: float, tol: float, plot: str | None
+    case: _model.ModelCase,
+    steps: int,
+    lr: float,
+    tol: float,
+    plot: str | None,
+    noise_multiple: float = NOISE_MULTIPLE,
+    require_decrease: bool = False,
+    keep_dropout: bool = False,
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
-    cpu = _train(case, "cpu", steps, lr)
-    dev = _train(case, DEVICE, steps, lr)
-    deviation = max(abs(d - c) / max(abs(c), 1e-8) for d, c in zip(dev, cpu, strict=True))
+    cpu = _train(case, "cpu", steps, lr, keep_dropout=keep_dropout)
+    noise = _train(case, "cpu", steps, lr, model=_perturbed(case.model), keep_dropout=keep_dropout)
+    dev = _train(case, DEVICE, steps, lr, keep_dropout=keep_dropout)
+
+    def rel(a: float, b: float) -> float:
+        return abs(a - b) / max(abs(b), 1e-8)
+
+    deviation = max(rel(d, c) for d, c in zip(dev, cpu, strict=True))
+    floor = max(rel(n, c) for n, c in zip(noise, cpu, strict=True))
+    allowed = max(tol, noise_multiple * floor)
     falls = dev[-1] < dev[0]
     result = {
         "name": "loss curve",
@@ -215,28 +279,39 @@ def level_training(
         "cpu_loss_last": cpu[-1],
         "max_rel_deviation": deviation,
         "tolerance": tol,
+        "noise_floor": floor,
+        "noise_multiple": noise_multiple,
+        "allowed_deviation": allowed,
+        "loss_falls": falls,
+        "cpu_loss_falls": cpu[-1] < cpu[0],
+        "dropout": "kept" if keep_dropout else "off",
         "losses": dev,
         "cpu_losses": cpu,
-        "ok": falls and deviation <= tol,
+        "ok": deviation <= allowed and (falls or not require_decrease),
         "time": time.perf_counter() - t0,
     }
     if not result["ok"]:
         why = []
-        if not falls:
+        if require_decrease and not falls:
             why.append(f"the loss does not fall ({dev[0]:.4g} -> {dev[-1]:.4g})")
-        if deviation > tol:
-            step = max(range(steps), key=lambda i: abs(dev[i] - cpu[i]) / max(abs(cpu[i]), 1e-8))
+        if deviation > allowed:
+            step = max(range(steps), key=lambda i: rel(dev[i], cpu[i]))
             why.append(
-                f"the loss leaves the CPU curve: max relative deviation {deviation:.3g} > {tol:g} "
-                f"(step {step}: flagos {dev[step]:.6g}, cpu {cpu[step]:.6g})"
+                f"the loss leaves the CPU curve: max relative deviation {deviation:.3g} > "
+                f"{allowed:.3g} (the larger of --loss-tol {tol:g} and {noise_multiple:g}x CPU's own "
+                f"noise floor {floor:.3g}; step {step}: flagos {dev[step]:.6g}, "
+                f"cpu {cpu[step]:.6g})"
             )
         result["message"] = "training: " + "; ".join(why)
     if plot:
         result["plot"] = _plot(plot, dev, cpu)
-    return {
-        "criterion": f"the loss falls over {steps} steps and stays within {tol:g} (relative) of CPU",
-        "cases": [result],
-    }
+    criterion = (
+        f"over {steps} steps the loss stays within the larger of {tol:g} (relative) and "
+        f"{noise_multiple:g}x CPU's own noise floor (weights perturbed {NOISE_SCALE:g}) of CPU"
+    )
+    if require_decrease:
+        criterion += ", and falls"
+    return {"criterion": criterion, "cases": [result]}
 
 
 def _plot(path: str, dev: list[float], cpu: list[float]) -> str | None:
@@ -274,6 +349,9 @@ def validate(
     ddp_steps: int = 20,
     min_scaling: float = 0.0,
     level1_cache: dict | None = None,
+    noise_multiple: float = NOISE_MULTIPLE,
+    require_decrease: bool = False,
+    keep_dropout: bool = False,
 ) -> dict[str, Any]:
     """Run levels 1..level (see the module docstring); levels 2-4 need a model (level 4:
     a spec string, which the worker processes load). Level 5 is regression.regression().
@@ -302,9 +380,18 @@ def validate(
                     cache[tuple(dtypes)] = level_operators(list(dtypes))
                 result = cache[tuple(dtypes)]
             elif n == 2:
-                result = level_inference(case, atol, rtol)
+                result = level_inference(case, atol, rtol, noise_multiple)
             elif n == 3:
-                result = level_training(case, steps, lr, loss_tol, plot)
+                result = level_training(
+                    case,
+                    steps,
+                    lr,
+                    loss_tol,
+                    plot,
+                    noise_multiple=noise_multiple,
+                    require_decrease=require_decrease,
+                    keep_dropout=keep_dropout,
+                )
             else:
                 result = _multidevice.level_multidevice(
                     model,
@@ -458,6 +545,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="level 4: fail below this samples/s ratio of N processes over one (default 0: report)",
     )
+    parser.add_argument(
+        "--noise-multiple",
+        type=float,
+        default=NOISE_MULTIPLE,
+        help="levels 2-3 also pass within this multiple of CPU's own noise floor "
+        "(a CPU twin with weights perturbed by 1e-6)",
+    )
+    parser.add_argument(
+        "--require-decrease",
+        action="store_true",
+        help="level 3 also fails when the loss does not fall (reported either way)",
+    )
+    parser.add_argument(
+        "--keep-dropout",
+        action="store_true",
+        help="level 3 keeps dropout-like layers (off by default: flagos and CPU draw "
+        "different random numbers)",
+    )
     parser.add_argument("--keep-going", action="store_true", help="run every level")
     add_output_arguments(parser, junit=True)
 
@@ -491,6 +596,9 @@ def command(args: argparse.Namespace) -> int:
         nprocs=args.nprocs,
         ddp_steps=args.ddp_steps,
         min_scaling=args.min_scaling,
+        noise_multiple=args.noise_multiple,
+        require_decrease=args.require_decrease,
+        keep_dropout=args.keep_dropout,
     )
     write_json(args.json, result)
     write_junit(
