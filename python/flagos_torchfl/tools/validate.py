@@ -475,14 +475,24 @@ def format_result(result: dict[str, Any]) -> str:
                 extra = (
                     f", top-1 agreement {c['top1_agreement']:.1%}" if "top1_agreement" in c else ""
                 )
+                noise = (
+                    f" (CPU vs itself: {c['noise_max_abs']:.3g})" if "noise_max_abs" in c else ""
+                )
                 lines.append(
-                    f"  max abs error {c['max_abs']:.3g}, max rel error {c['max_rel']:.3g}{extra}"
+                    f"  max abs error {c['max_abs']:.3g}{noise}, max rel error "
+                    f"{c['max_rel']:.3g}{extra}"
                 )
             else:
+                falls = "" if c.get("loss_falls", True) else " (the loss does not fall)"
+                noise = (
+                    f" (CPU vs itself: {c['noise_floor']:.3g}, allowed {c['allowed_deviation']:.3g})"
+                    if "noise_floor" in c
+                    else ""
+                )
                 lines.append(
                     f"  loss {c['loss_first']:.5g} -> {c['loss_last']:.5g} in {c['steps']} steps "
-                    f"(cpu {c['cpu_loss_last']:.5g}), max relative deviation "
-                    f"{c['max_rel_deviation']:.3g}"
+                    f"(cpu {c['cpu_loss_last']:.5g}){falls}, max relative deviation "
+                    f"{c['max_rel_deviation']:.3g}{noise}"
                     + (f", plot {c['plot']}" if c.get("plot") else "")
                 )
         if not lv["ok"]:
