@@ -188,3 +188,13 @@ def test_level_5_rejects_a_bad_config(tmp_path):
     assert proc.returncode == 1 and "unknown key 'levle'" in proc.stderr
     proc = run_cli("validate", "--level", "5")
     assert proc.returncode == 1 and "needs --config" in proc.stderr
+
+
+def test_level_5_names_a_model_that_does_not_load(tmp_path):
+    # The table said "level 0:" for a spec whose file is missing.
+    missing = str(tmp_path / "no_such_model.py")
+    config = _config(tmp_path, [MLP, missing], ".toml")
+    proc = run_cli("validate", "--level", "5", "--config", str(config), "--backend", "host")
+    assert proc.returncode == 1, explain(proc)
+    row = next(line for line in proc.stdout.splitlines() if "no_such_model.py" in line)
+    assert "does not load: " in row and "level 0" not in row

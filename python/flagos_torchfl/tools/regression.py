@@ -200,7 +200,13 @@ def format_result(result: dict[str, Any]) -> str:
                 m["spec"],
                 f"1..{m['requested_level']} (passed: {','.join(passed) or '-'})",
                 "pass" if m["ok"] else "fail",
-                (f"level {failed['level']}: {failed['message']}"[:110] if failed else ""),
+                (
+                    # Level 0 is the model spec failing to load (_run_model): say so.
+                    f"{'does not load' if failed['level'] == 0 else 'level ' + str(failed['level'])}"
+                    f": {failed['message']}"[:110]
+                    if failed
+                    else ""
+                ),
             ]
         )
     lines = [
