@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tool_models.cli import MLP, SPECIAL, TIERS, explain, read_json, run_cli
+from tool_models.cli import MODELS as MODELS_DIR
 
 
 def test_an_op_outside_the_catalog_is_reported_as_fallback_and_fails(tmp_path):
@@ -75,7 +76,10 @@ def test_predicted_tiers_match_what_runs_on_opencl(tmp_path):
     if proc.returncode != 0 and "opencl" in proc.stderr:
         pytest.skip(f"opencl unavailable: {proc.stderr.strip()[-200:]}")
     assert proc.returncode == 0, explain(proc)
-    predicted = {r["op"]: r["tiers"]["opencl"] for r in read_json(report)["ops"] if r["in_catalog"]}
+    data = read_json(report)
+    assert data["recorded_on"] == "flagos"
+    # The static prediction (the report's tier for the device is what ran).
+    predicted = {r["op"]: r["predicted"] for r in data["ops"] if r["in_catalog"]}
     ran = python_subprocess(
         f"""
         import json, runpy, torch, flagos_torchfl as ft
@@ -94,3 +98,40 @@ def test_predicted_tiers_match_what_runs_on_opencl(tmp_path):
     assert {"generated", "decomposition", "native"} <= set(predicted.values()), predicted
     for op, tier in predicted.items():
         assert list(stats.get(op, {})) == [tier], (op, tier, stats.get(op))
+
+
+WORD_LM = str(MODELS_DIR / "word_lm.py")
+
+
+def test_a_word_lm_is_recorded_on_the_device_no_cpu_only_attention(tmp_path):
+    # Recorded on CPU, SDPA took _scaled_dot_product_flash_attention_for_cpu
+    # and --fail-on fallback failed a model that runs with zero fallbacks.
+    report = tmp_path / "cov.json"
+    proc = run_cli(
+        "coverage", WORD_LM, "--backend", "host", "--fail-on", "fallback", "--json", str(report)
+    )
+    assert proc.returncode == 0, explain(proc)
+    data = read_json(report)
+    assert data["recorded_on"] == "flagos" and "recorded on flagos" in proc.stdout
+    names = {r["op"] for r in data["ops"]}
+    assert not any("for_cpu" in n for n in names), sorted(names)
+    assert "aten::embedding" in names
+    # Class targets and indices (int64) are not "outside the catalog's dtypes".
+    assert "int64 outside" not in proc.stdout
+
+
+def test_verify_compares_predictions_with_op_stats(tmp_path):
+    report = tmp_path / "cov.json"
+    proc = run_cli("coverage", MLP, "--backend", "host", "--verify", "--json", str(report))
+    assert proc.returncode == 0, explain(proc)
+    v = read_json(report)["verify"]
+    assert v["ran"] and v["compared"] > 0 and v["mismatches"] == []
+    assert "predicted tiers match op_stats()" in proc.stdout
+    # A routing override the static prediction knows: still no mismatch.
+    proc = run_cli(
+        "coverage", MLP, "--backend", "host", "--verify", "--json", str(report),
+        FLAGOS_OP_RELU="fallback",
+    )  # fmt: skip
+    assert proc.returncode == 0, explain(proc)
+    ops = {r["op"]: r for r in read_json(report)["ops"]}
+    assert ops["aten::relu"]["tiers"]["host"] == "fallback"
