@@ -60,6 +60,7 @@ def test_level_4_ddp_matches_one_process_and_reports_scaling(tmp_path):
     assert grads["nprocs"] == 2 and grads["max_abs_diff"] <= 1e-4
     assert grads["rank_spread"] == 0.0 and grads["route"] in ("host", "vendor")
     assert scaling["single_samples_per_s"] > 0 and scaling["ddp_samples_per_s"] > 0
+    assert scaling["batch_per_rank"] == 8 and scaling["batch_dim"] == 0  # MLP inputs (8, 16)
     assert scaling["scaling"] == pytest.approx(
         scaling["ddp_samples_per_s"] / scaling["single_samples_per_s"]
     )
@@ -198,3 +199,15 @@ def test_level_5_names_a_model_that_does_not_load(tmp_path):
     assert proc.returncode == 1, explain(proc)
     row = next(line for line in proc.stdout.splitlines() if "no_such_model.py" in line)
     assert "does not load: " in row and "level 0" not in row
+
+
+def test_level_4_counts_samples_on_the_batch_dim_given(tmp_path):
+    # A seq-first model's dim 0 is the sequence: samples/s took it as the batch.
+    report = tmp_path / "v.json"
+    proc = run_cli(
+        "validate", "--level", "4", "--model", MLP, "--backend", "host", "--dtypes", "float32",
+        "--steps", "2", "--ddp-steps", "2", "--batch-dim", "1", "--json", str(report),
+    )  # fmt: skip
+    assert proc.returncode == 0, explain(proc)
+    scaling = read_json(report)["levels"][3]["cases"][1]
+    assert scaling["batch_per_rank"] == 16 and scaling["batch_dim"] == 1

@@ -103,7 +103,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         shards = [shard(case.inputs, r) for r in range(world)]
         mine = _model.to_device(shards[rank], device)
         first = _model.first_tensor(case.inputs)
-        batch = int(first.shape[0]) if first is not None and first.dim() else 1
+        # Samples per step: the batch dimension of the first input (--batch-dim;
+        # 1 for a seq-first model, whose dim 0 is the sequence).
+        bd = args.batch_dim
+        batch = int(first.shape[bd]) if first is not None and first.dim() > bd else 1
 
         # One DDP step's gradients vs one CPU process on the combined batch.
         model = copy.deepcopy(case.model).to(device).train()
@@ -170,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--atol", type=float, default=1e-5)
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--batch-dim", type=int, default=0)
     args = parser.parse_args(argv)
     rank = config.launcher_ranks()[0]
     try:

@@ -59,6 +59,7 @@ def level_multidevice(
     rtol: float = 1e-4,
     min_scaling: float = 0.0,
     timeout: float = 300.0,
+    batch_dim: int = 0,
 ) -> dict[str, Any]:
     """Run the DDP check on `nprocs` processes; see the module docstring."""
     if nprocs < 2:
@@ -88,6 +89,7 @@ def level_multidevice(
             f"--atol={atol}",
             f"--rtol={rtol}",
             f"--timeout={max(30.0, timeout / 2)}",
+            f"--batch-dim={batch_dim}",
         ]
         if backend:
             command.append(f"--backend={backend}")
@@ -133,6 +135,8 @@ def level_multidevice(
         scaling=result["scaling"],
         efficiency=result["efficiency"],
         steps=result["steps"],
+        batch_per_rank=result["batch_per_rank"],
+        batch_dim=batch_dim,
         min_scaling=min_scaling,
         ok=result["scaling"] >= min_scaling,
     )

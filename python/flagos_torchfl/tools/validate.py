@@ -352,6 +352,7 @@ def validate(
     noise_multiple: float = NOISE_MULTIPLE,
     require_decrease: bool = False,
     keep_dropout: bool = False,
+    batch_dim: int = 0,
 ) -> dict[str, Any]:
     """Run levels 1..level (see the module docstring); levels 2-4 need a model (level 4:
     a spec string, which the worker processes load). Level 5 is regression.regression().
@@ -402,6 +403,7 @@ def validate(
                     atol=atol,
                     rtol=rtol,
                     min_scaling=min_scaling,
+                    batch_dim=batch_dim,
                 )
         except Exception as err:  # noqa: BLE001 - a level that raises fails, with the reason
             message = f"level {n} raised {type(err).__name__}: {err}"
@@ -573,6 +575,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="level 3 keeps dropout-like layers (off by default: flagos and CPU draw "
         "different random numbers)",
     )
+    parser.add_argument(
+        "--batch-dim",
+        type=int,
+        default=0,
+        help="level 4: the batch dimension of the model's first input, for samples/s "
+        "(1 for a seq-first model)",
+    )
     parser.add_argument("--keep-going", action="store_true", help="run every level")
     add_output_arguments(parser, junit=True)
 
@@ -609,6 +618,7 @@ def command(args: argparse.Namespace) -> int:
         noise_multiple=args.noise_multiple,
         require_decrease=args.require_decrease,
         keep_dropout=args.keep_dropout,
+        batch_dim=args.batch_dim,
     )
     write_json(args.json, result)
     write_junit(
