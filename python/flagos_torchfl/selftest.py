@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -239,9 +240,16 @@ def selftest_allreduce(
         local = dist.get_node_local_rank(fallback_rank=0)
         device = torch.device("flagos", local % max(1, torch.flagos.device_count()))
         torch.flagos.set_device(device)
+        group_args: dict[str, Any] = {}
+        if "RANK" not in os.environ and "WORLD_SIZE" not in os.environ:
+            # Outside torchrun: a single-process run (world size 1), as
+            # nccl-tests' one-process mode, instead of torch's raw "RANK
+            # expected" error. N ranks: run under torchrun.
+            group_args = {"store": dist.HashStore(), "rank": 0, "world_size": 1}
         dist.init_process_group(
             backend=f"cpu:gloo,flagos:{fd.BACKEND_NAME}",
             timeout=datetime.timedelta(seconds=timeout),
+            **group_args,
         )
         created_group = True
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -400,7 +408,9 @@ def command(args: argparse.Namespace) -> int:
     rank = result["rank"]
     if rank == 0 or "error" in result:
         if args.json == "-":
-            print(json.dumps(result))
+            from .tools._output import json_stdout
+
+            print(json.dumps(result), file=json_stdout(), flush=True)  # one line
         else:
             print(format_result(result), flush=True)
             if args.json and rank == 0:

@@ -349,6 +349,21 @@ def test_selftest_allreduce_under_torchrun():
         assert all(row["busbw_gbps"] == pytest.approx(row["algbw_gbps"]) for row in rows)
 
 
+def test_selftest_outside_torchrun_runs_one_process():
+    # Outside torchrun this was torch's raw "RANK expected" error.
+    env = {k: v for k, v in clean_env(TORCH_CPP_LOG_LEVEL="ERROR").items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "flagos_torchfl", "selftest", "allreduce", "--backend", "host",
+         "--max-bytes", "4K", "--factor", "8", "--iters", "2", "--json", "-"],
+        env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("{")))
+    assert result["ok"] and result["world_size"] == 1
+    assert result["correctness"]["default"]["failures"] == []
+
+
 def test_selftest_reports_a_wrong_route():
     expected = "host" if VENDOR else "vendor"
     results_cmd = [

@@ -122,13 +122,18 @@ def json_only_stdout(active: bool):
         sys.stdout = saved_stdout
 
 
+def json_stdout():
+    """The stream `--json -` writes to (the real stdout under json_only_stdout)."""
+    return _json_stream or sys.stdout
+
+
 def write_json(path: str | None, data: Any) -> None:
     """Write `data` to `path` as JSON; '-' is stdout; None does nothing."""
     if not path:
         return
     text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
     if path == "-":
-        (_json_stream or sys.stdout).write(text)
+        json_stdout().write(text)
     else:
         Path(path).write_text(text)
 
