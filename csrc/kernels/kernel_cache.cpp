@@ -6,9 +6,12 @@
 // find() can hand out &entry->kernel after one lookup under a shared lock.
 #include "kernels/kernel_cache.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -174,10 +177,23 @@ Outcome KernelCache::Impl::produce(const KernelKey& key, const std::function<Sou
   }
 }
 
+// Note [First-use build notice]: a first run on opencl compiles kernels on
+// the calling thread for seconds (a word LM: ~5 s a batch) and said nothing.
+// The first synchronous build of a process prints one line, on a terminal
+// only (logs, pipes and the tests see nothing).
+static void noticeFirstUseBuild(const std::string& dir) {
+  static std::atomic<bool> said{false};
+  if (said.exchange(true) || !isatty(2)) return;
+  std::fprintf(stderr,
+               "[flagos] building device kernels on first use (kept in %s for later runs)...\n",
+               dir.empty() ? "memory" : dir.c_str());
+}
+
 Outcome KernelCache::Impl::compile(const std::string& file_key,
                                    const std::function<Source()>& source, bool async) {
   const Source src = source();
   (async ? async_builds : sync_builds).fetch_add(1, std::memory_order_relaxed);
+  if (!async) noticeFirstUseBuild(config.dir);
   flagosProgram_t program = nullptr;
   const auto start = std::chrono::steady_clock::now();
   const flagosStatus_t status =
