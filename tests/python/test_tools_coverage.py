@@ -118,6 +118,11 @@ def test_a_word_lm_is_recorded_on_the_device_no_cpu_only_attention(tmp_path):
     assert "aten::embedding" in names
     # Class targets and indices (int64) are not "outside the catalog's dtypes".
     assert "int64 outside" not in proc.stdout
+    # Every static prediction agrees with what ran (select_backward was predicted
+    # fallback: a hand-written composite taken for a structured op).
+    proc = run_cli("coverage", WORD_LM, "--backend", "host", "--verify", "--json", str(report))
+    assert proc.returncode == 0, explain(proc)
+    assert read_json(report)["verify"]["mismatches"] == []
 
 
 def test_verify_compares_predictions_with_op_stats(tmp_path):
