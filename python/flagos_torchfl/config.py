@@ -411,6 +411,18 @@ def launcher_ranks() -> tuple[int, int, int]:
     return rank, world, int(os.environ.get("LOCAL_RANK", str(rank)))
 
 
+def under_launcher() -> bool:
+    """True when a launcher (torchrun) set RANK or WORLD_SIZE."""
+    return "RANK" in os.environ or "WORLD_SIZE" in os.environ
+
+
+def quiet_kineto() -> None:
+    """Kineto's log level 5 unless the user set KINETO_LOG_LEVEL: under a CUDA-build
+    torch without a GPU it prints "gpuGetDeviceCount failed" as an ERROR when a
+    profiler starts (tools/bench.py); read when Kineto first starts."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+
+
 def environment() -> dict[str, str]:
     """A copy of the whole environment, to start child processes from."""
     return dict(os.environ)

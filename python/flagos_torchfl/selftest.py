@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import sys
 import time
 from typing import Any
@@ -241,7 +240,7 @@ def selftest_allreduce(
         device = torch.device("flagos", local % max(1, torch.flagos.device_count()))
         torch.flagos.set_device(device)
         group_args: dict[str, Any] = {}
-        if "RANK" not in os.environ and "WORLD_SIZE" not in os.environ:
+        if not config.under_launcher():
             # Outside torchrun: a single-process run (world size 1), as
             # nccl-tests' one-process mode, instead of torch's raw "RANK
             # expected" error. N ranks: run under torchrun.

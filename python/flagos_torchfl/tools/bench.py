@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
 import statistics
 import time
 from typing import Any
@@ -122,11 +121,9 @@ def _profile(step, sort: str, top: int) -> dict[str, Any]:
     """One step under torch.autograd.profiler with flagos device timing."""
     import torch
 
-    # A CUDA-build torch on a machine without a GPU makes Kineto print
-    # "ERROR: gpuGetDeviceCount failed with code 35" when the profiler starts:
-    # noise here (flagos times its own device). Kineto reads the level when it
-    # first starts; a level the user set is kept.
-    os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+    from .. import config
+
+    config.quiet_kineto()  # Kineto's gpuGetDeviceCount ERROR: noise here
     with torch.autograd.profiler.profile(use_device=DEVICE) as prof:
         step()
     averages = prof.key_averages()
