@@ -675,6 +675,14 @@ class SemanticKernel final : public c10::OperatorKernel {
     return r;
   }
 
+  // Caches a result under its exact key (and marks it used for the store).
+  void remember(Key&& key, const std::shared_ptr<const MetaResult>& result) {
+    markUsed(key, result);
+    std::unique_lock<std::shared_mutex> lock(cache_mu_);
+    if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+    cache_.emplace(std::move(key), result);
+  }
+
   // Records the class of a meta result when it followed the rule.
   void learnClass(Key&& ckey, const std::vector<int64_t>& shape, const MetaResult& r) {
     ShapeClass c{{}, r.layout};
@@ -718,11 +726,7 @@ class SemanticKernel final : public c10::OperatorKernel {
         if (it != classes_.end()) made = synthesize(it->second, shape);
       }
       if (made) {
-        Key owned = key;
-        markUsed(owned, made);
-        std::unique_lock<std::shared_mutex> lock(cache_mu_);
-        if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-        cache_.emplace(std::move(owned), made);
+        remember(Key(key), made);
         g_class_hits.fetch_add(1, std::memory_order_relaxed);
         return made;
       }
@@ -757,12 +761,7 @@ class SemanticKernel final : public c10::OperatorKernel {
       }
     }
     if (classed) learnClass(std::move(ckey), shape, *result);
-    if (cacheable) {
-      markUsed(owned, result);
-      std::unique_lock<std::shared_mutex> lock(cache_mu_);
-      if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-      cache_.emplace(std::move(owned), result);
-    }
+    if (cacheable) remember(std::move(owned), result);
     return result;
   }
 
