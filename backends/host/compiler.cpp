@@ -50,7 +50,7 @@
 
 #include "host.h"
 #include "kernels/kernels.h"
-#include "kit/program_binary.h"
+#include "flagos_kit/program_binary.h"
 
 extern char** environ;
 

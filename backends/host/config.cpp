@@ -18,7 +18,7 @@
 #include <string>
 
 #include "host.h"
-#include "kit/byte_size.h"
+#include "flagos_kit/byte_size.h"
 
 namespace flagos_host {
 namespace {

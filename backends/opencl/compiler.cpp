@@ -3,7 +3,7 @@
 // are in launch.cpp (Note [Device pointer arguments]).
 //
 // Binaries (programGetBinary) are the driver's CL_PROGRAM_BINARIES in the
-// plugin kit's envelope (backends/kit/program_binary.h): magic "FLGOCLB1",
+// plugin kit's envelope (kit/flagos_kit/program_binary.h): magic "FLGOCLB1",
 // and the key is the device key (deviceKey()). programLoadBinary checks it
 // before the driver sees a byte, so a truncated, corrupted or foreign file
 // is FLAGOS_ERROR_COMPILE rather than a driver crash.
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "kit/program_binary.h"
+#include "flagos_kit/program_binary.h"
 #include "opencl.h"
 
 namespace flagos_opencl {

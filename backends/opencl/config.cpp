@@ -29,7 +29,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "kit/byte_size.h"
+#include "flagos_kit/byte_size.h"
 #include "opencl.h"
 
 namespace flagos_opencl {

@@ -35,7 +35,7 @@
 
 #include "address_space.h"
 #include "flagos/vendor.h"
-#include "kit/program_binary.h"
+#include "flagos_kit/program_binary.h"
 
 namespace flagos_opencl {
 

@@ -1,6 +1,8 @@
 // The on-disk kernel store; see Note [Kernel cache files] in disk_store.h.
 #include "kernels/disk_store.h"
 
+#include "flagos_kit/fnv1a.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -75,12 +77,6 @@ bool olderThan(const timespec& a, const timespec& b) {
 
 }  // namespace
 
-uint64_t fnv1a64(const void* data, size_t size, uint64_t hash) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
-  return hash;
-}
-
 std::string fileKeyOf(const KernelKey& key, const std::string& language,
                       const std::string& device_arch) {
   return key.toString() + "|" + language + "|" + device_arch + "|gen" +
@@ -113,7 +109,7 @@ DiskStore::DiskStore(std::string dir, uint64_t max_bytes)
 
 std::string DiskStore::fileName(const std::string& file_key) {
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, fnv1a64(file_key.data(), file_key.size()));
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, flagos_kit::fnv1a(file_key.data(), file_key.size()));
   return std::string(buf) + kSuffix;
 }
 
@@ -150,7 +146,7 @@ bool DiskStore::load(const std::string& file_key, std::vector<uint8_t>* payload)
     ::close(fd);
     return false;
   }
-  if (ok) ok = fnv1a64(body, h.payload_len) == h.payload_fnv;
+  if (ok) ok = flagos_kit::fnv1a(body, h.payload_len) == h.payload_fnv;
   if (!ok) {
     // Remove it unless another process already replaced it with a new file.
     struct stat now {};
@@ -220,7 +216,7 @@ bool DiskStore::store(const std::string& file_key, const void* payload, size_t s
   h.version = kFormatVersion;
   h.key_len = static_cast<uint32_t>(file_key.size());
   h.payload_len = size;
-  h.payload_fnv = fnv1a64(payload, size);
+  h.payload_fnv = flagos_kit::fnv1a(payload, size);
   bool ok = writeAll(fd, &h, sizeof h) && writeAll(fd, file_key.data(), file_key.size()) &&
             writeAll(fd, payload, size);
   int err = errno;

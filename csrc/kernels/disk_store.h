@@ -37,9 +37,6 @@
 
 namespace flagos::kernels {
 
-// FNV-1a, 64 bits.
-uint64_t fnv1a64(const void* data, size_t size, uint64_t hash = 14695981039346656037ull);
-
 // The string that names a kernel's file (see Note [Kernel cache files]).
 std::string fileKeyOf(const KernelKey& key, const std::string& language,
                       const std::string& device_arch);

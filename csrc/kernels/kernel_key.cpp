@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "flagos_kit/fnv1a.h"
 #include "kernels/generator.h"
 
 namespace flagos::kernels {
@@ -22,9 +23,7 @@ std::string KernelKey::toString() const {
 
 // FNV-1a over the words.
 size_t KernelKeyHash::operator()(const KernelKey& k) const noexcept {
-  uint64_t h = 1469598103934665603ull;
-  for (int64_t w : k.words) h = (h ^ static_cast<uint64_t>(w)) * 1099511628211ull;
-  return static_cast<size_t>(h);
+  return static_cast<size_t>(flagos_kit::fnv1aWords(k.words));
 }
 
 }  // namespace flagos::kernels

@@ -4,15 +4,13 @@
 // semantic ID.
 #include <map>
 
+#include "flagos_kit/fnv1a.h"
 #include "kernels/recipe.h"
 
 namespace flagos::kernels {
 namespace {
 
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
+using flagos_kit::fnv1a;
 
 #define FLAGOS_FLOOR_DIV                                                                      \
   "(d != 0 ? (d - floor(d) > 0.5 ? floor(d) + 1 : floor(d)) : copysign(0, self / other)) "    \

@@ -67,8 +67,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "dispatch/composite/composite.h"
+include "dispatch/composite/composite.h"
 #include "dispatch/device_check.h"
+#include "flagos_kit/fnv1a.h"
 #include "dispatch/host_fallback.h"
 #include "dispatch/op_stats.h"
 #include "dispatch/semantic/autocompare.h"
@@ -540,9 +541,7 @@ class SemanticKernel final : public c10::OperatorKernel {
   using Key = std::vector<int64_t>;
   struct KeyHash {
     size_t operator()(const Key& k) const noexcept {
-      uint64_t h = 1469598103934665603ull;
-      for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
-      return static_cast<size_t>(h);
+      return static_cast<size_t>(flagos_kit::fnv1aWords(k));
     }
   };
   static constexpr size_t kMaxCacheEntries = 1024;

@@ -41,10 +41,11 @@
 
 #include "dispatch/device_copy.h"
 #include "dispatch/semantic/catalog.h"
+#include "flagos_kit/fnv1a.h"
 #include "kernels/disk_store.h"
 #include "kernels/kernel_cache.h"
 #include "kernels/manifest.h"
-#include "kit/byte_size.h"
+#include "flagos_kit/byte_size.h"
 #include "runtime/backend.h"
 #include "runtime/dtype.h"
 #include "runtime/lifecycle.h"
@@ -290,7 +291,7 @@ std::string manifestPath(const std::string& kernel_dir, const std::string& langu
   const std::string id = language + "|" + device;
   char name[40];
   std::snprintf(name, sizeof name, "manifest-%016llx.txt",
-                static_cast<unsigned long long>(kernels::fnv1a64(id.data(), id.size())));
+                static_cast<unsigned long long>(flagos_kit::fnv1a(id.data(), id.size())));
   return kernel_dir + "/" + name;
 }
 

@@ -19,6 +19,7 @@
 
 #include "dispatch/semantic/catalog.h"
 #include "dispatch/semantic/generated_tier.h"
+#include "flagos_kit/fnv1a.h"
 #include "kernels/disk_store.h"
 
 namespace flagos::semantic {
@@ -52,14 +53,14 @@ std::string shapeStorePath() {
   for (int i = 0; i < kNumOverloads; ++i) id += std::string(kOverloads[i].name) + ",";
   char name[48];
   std::snprintf(name, sizeof name, "/shapes-%016llx.txt",
-                static_cast<unsigned long long>(kernels::fnv1a64(id.data(), id.size())));
+                static_cast<unsigned long long>(flagos_kit::fnv1a(id.data(), id.size())));
   return root + name;
 }
 
 std::string lineSum(const std::string& body) {
   char sum[24];
   std::snprintf(sum, sizeof sum, "%016llx",
-                static_cast<unsigned long long>(kernels::fnv1a64(body.data(), body.size())));
+                static_cast<unsigned long long>(flagos_kit::fnv1a(body.data(), body.size())));
   return sum;
 }
 

@@ -3,7 +3,7 @@
 // One parser for FLAGOS_HOST_MEMORY_LIMIT, FLAGOS_OPENCL_MEMORY_LIMIT and
 // FLAGOS_CACHE_MAX_BYTES.
 //
-// Part of the kit (backends/kit/): header-only helpers compiled into each
+// Part of the kit (kit/flagos_kit/): header-only helpers compiled into each
 // plugin and into the core; never passed across the vendor ABI.
 #pragma once
 

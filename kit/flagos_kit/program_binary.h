@@ -5,7 +5,7 @@
 // programLoadBinary checks all four before the SDK sees a byte, so a
 // truncated, corrupted or foreign file is FLAGOS_ERROR_COMPILE, never a crash.
 //
-// Part of the kit (backends/kit/): header-only helpers a plugin (or the
+// Part of the kit (kit/flagos_kit/): header-only helpers a plugin (or the
 // core) compiles into itself. Not part of the vendor ABI; each plugin stays
 // one self-contained library.
 #pragma once
@@ -15,14 +15,9 @@
 #include <string>
 #include <vector>
 
-namespace flagos_kit {
+#include "flagos_kit/fnv1a.h"
 
-inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t seed = 0xcbf29ce484222325ull) {
-  uint64_t hash = seed;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 0x100000001b3ull;
-  return hash;
-}
+namespace flagos_kit {
 
 struct BinaryHeader {
   char magic[8];
