@@ -48,9 +48,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flagos_kit/program_binary.h"
 #include "host.h"
 #include "kernels/kernels.h"
-#include "flagos_kit/program_binary.h"
 
 extern char** environ;
 
@@ -270,17 +270,8 @@ struct flagosProgram_st {
 namespace flagos_host {
 namespace {
 
-bool validProgram(const char* call, flagosProgram_t program) {
-  if (program == nullptr) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: program is NULL", call);
-    return false;
-  }
-  if (program->magic != kProgramMagic) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: %p is not a live program", call,
-         static_cast<void*>(program));
-    return false;
-  }
-  return true;
+bool validProgram(const char* call, flagosProgram_t program) noexcept {
+  return flagos_kit::validHandle(call, "program", program, kProgramMagic);
 }
 
 // dlopens @p path and wraps the result into a program of @p device whose
@@ -363,20 +354,9 @@ flagosStatus_t programBuild(int32_t device, const char* source, const char* opti
 flagosStatus_t programGetBinary(flagosProgram_t program, void* buffer, uint64_t* size) noexcept {
   return guard("programGetBinary", [&] {
     if (!validProgram("programGetBinary", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    if (size == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host programGetBinary: size is NULL");
-    }
-    const uint64_t needed = program->binary.size();  // immutable after creation
-    if (buffer != nullptr) {
-      if (*size < needed) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "host programGetBinary: buffer of %" PRIu64 " bytes, the binary has %" PRIu64,
-                    *size, needed);
-      }
-      std::memcpy(buffer, program->binary.data(), needed);
-    }
-    *size = needed;
-    return FLAGOS_SUCCESS;
+    // The binary is immutable after creation.
+    return flagos_kit::copyOut("programGetBinary", program->binary.data(), program->binary.size(),
+                               buffer, size);
   });
 }
 
@@ -539,24 +519,12 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
     if (!validProgram("kernelLaunch", program) || !validStream("kernelLaunch", stream)) {
       return FLAGOS_ERROR_INVALID_ARGUMENT;
     }
-    if (name == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host kernelLaunch: name is NULL");
-    }
-    if (num_args < 0 || (num_args > 0 && args == nullptr)) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host kernelLaunch: %d arguments and args %s",
-                  num_args, args == nullptr ? "NULL" : "given");
-    }
-    if (work_dim < 1 || work_dim > 3 || global == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "host kernelLaunch: work_dim %d (1..3) and global %s", work_dim,
-                  global == nullptr ? "NULL" : "given");
-    }
+    const flagosStatus_t checked =
+        flagos_kit::checkLaunchArgs(name, args, num_args, work_dim, global, local);
+    if (checked != FLAGOS_SUCCESS) return checked;
     if (work_dim != 1) {
       return fail(FLAGOS_ERROR_NOT_SUPPORTED,
                   "host kernelLaunch: work_dim %d: \"c\" kernels are 1-D", work_dim);
-    }
-    if (local != nullptr && local[0] == 0) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host kernelLaunch: local[0] is 0");
     }
     if (global[0] > static_cast<uint64_t>(INT64_MAX)) {
       return fail(FLAGOS_ERROR_INVALID_ARGUMENT,

@@ -17,8 +17,9 @@
 #include <cstring>
 #include <string>
 
-#include "host.h"
 #include "flagos_kit/byte_size.h"
+#include "flagos_kit/env.h"
+#include "host.h"
 
 namespace flagos_host {
 namespace {
@@ -38,17 +39,6 @@ bool parseDeviceCount(const char* text, int32_t* count, std::string* error) {
   return true;
 }
 
-bool parseMemoryLimit(const char* text, uint64_t* bytes, std::string* error) {
-  uint64_t value = 0;
-  if (!flagos_kit::parseByteSize(text, &value) || value < kMinMemoryLimit) {
-    *error = "FLAGOS_HOST_MEMORY_LIMIT='" + std::string(text) +
-             "' is not a size in bytes of at least 4K (examples: 1073741824, 512M, 2GiB)";
-    return false;
-  }
-  *bytes = value;
-  return true;
-}
-
 uint64_t defaultMemoryLimit() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);
@@ -60,13 +50,10 @@ uint64_t defaultMemoryLimit() {
 
 bool loadConfig(Config* config, std::string* error) {
   Config result;
-  const char* devices = std::getenv("FLAGOS_HOST_DEVICES");
-  if (devices != nullptr && *devices != '\0' &&
-      !parseDeviceCount(devices, &result.device_count, error))
-    return false;
-  const char* limit = std::getenv("FLAGOS_HOST_MEMORY_LIMIT");
-  result.memory_limit = defaultMemoryLimit();
-  if (limit != nullptr && *limit != '\0' && !parseMemoryLimit(limit, &result.memory_limit, error))
+  const auto devices = flagos_kit::envValue("FLAGOS_HOST_DEVICES");
+  if (devices && !parseDeviceCount(devices->c_str(), &result.device_count, error)) return false;
+  if (!flagos_kit::envByteSize("FLAGOS_HOST_MEMORY_LIMIT", kMinMemoryLimit, defaultMemoryLimit(),
+                               &result.memory_limit, error))
     return false;
   *config = result;
   return true;

@@ -16,32 +16,6 @@
 namespace flagos_host {
 namespace {
 
-// Calls with no explicit device act on this one (like cudaSetDevice).
-thread_local int32_t t_current_device = 0;
-
-template <size_t N>
-void copyString(char (&dst)[N], const std::string& src) {
-  const size_t n = std::min(src.size(), N - 1);
-  std::memcpy(dst, src.data(), n);
-  dst[n] = '\0';
-}
-
-// Writes @p value into a caller's struct that starts with struct_size: only
-// the first struct_size bytes, so a core built against an older minor (a
-// smaller struct) is never overrun; struct_size keeps the caller's value.
-template <typename T>
-flagosStatus_t writeSized(const char* call, T* out, const T& value) {
-  if (out == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: out is NULL", call);
-  const uint32_t caller_size = out->struct_size;
-  if (caller_size < sizeof(uint32_t)) {
-    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: struct_size %u is too small", call,
-                caller_size);
-  }
-  std::memcpy(out, &value, std::min<size_t>(caller_size, sizeof(T)));
-  out->struct_size = caller_size;
-  return FLAGOS_SUCCESS;
-}
-
 std::string machineArch() {
   struct utsname name {};
   return uname(&name) == 0 ? std::string(name.machine) : std::string("unknown");
@@ -50,8 +24,8 @@ std::string machineArch() {
 flagosStatus_t probe(flagosProbeInfo* info) noexcept {
   return guard("probe", [&] {
     flagosProbeInfo result{};
-    copyString(result.sdk_name, "host");
-    copyString(result.sdk_version, kVersion);
+    flagos_kit::copyString(result.sdk_name, "host");
+    flagos_kit::copyString(result.sdk_version, kVersion);
     Config config;
     std::string reason;
     if (!loadConfig(&config, &reason)) {
@@ -60,8 +34,8 @@ flagosStatus_t probe(flagosProbeInfo* info) noexcept {
       reason = "FLAGOS_HOST_DEVICES=0: no host devices requested";
     }
     result.device_count = config.device_count;
-    copyString(result.reason, reason);
-    const flagosStatus_t status = writeSized("probe", info, result);
+    flagos_kit::copyString(result.reason, reason);
+    const flagosStatus_t status = flagos_kit::writeSized("probe", info, result);
     if (status != FLAGOS_SUCCESS) return status;
     if (!reason.empty()) return fail(FLAGOS_ERROR_NO_DEVICE, "host probe: %s", reason.c_str());
     return FLAGOS_SUCCESS;
@@ -131,29 +105,24 @@ flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexc
     flagosDeviceProperties result{};
     result.compute_units = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
     result.total_memory = device->arena->size();
-    copyString(result.name, "host");
-    copyString(result.arch, machineArch());
+    flagos_kit::copyString(result.name, "host");
+    flagos_kit::copyString(result.arch, machineArch());
     result.preferred_work_group_size = static_cast<uint32_t>(kDefaultGrain);  // no work-groups
-    return writeSized("getProperties", props, result);
+    result.fp64 = FLAGOS_FP64_NATIVE;
+    result.autocast_dtype = FLAGOS_DTYPE_BFLOAT16;  // CPUs have no fast float16 arithmetic
+    return flagos_kit::writeSized("getProperties", props, result);
   });
 }
 
 flagosStatus_t setCurrent(int32_t index) noexcept {
   return guard("setCurrent", [&] {
-    if (findDevice("setCurrent", index) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    t_current_device = index;
-    return FLAGOS_SUCCESS;
+    return flagos_kit::setCurrentDevice(
+        index, [](int32_t i) { return findDevice("setCurrent", i) != nullptr; });
   });
 }
 
 flagosStatus_t getCurrent(int32_t* index) noexcept {
-  return guard("getCurrent", [&] {
-    if (index == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host getCurrent: device is NULL");
-    }
-    *index = t_current_device;
-    return FLAGOS_SUCCESS;
-  });
+  return guard("getCurrent", [&] { return flagos_kit::getCurrentDevice(index); });
 }
 
 flagosStatus_t synchronize(int32_t index) noexcept {

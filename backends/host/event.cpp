@@ -30,16 +30,7 @@ bool Marker::done() {
 namespace {
 
 bool validEvent(const char* call, flagosEvent_t event) {
-  if (event == nullptr) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: event is NULL", call);
-    return false;
-  }
-  if (event->magic != kEventMagic) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: %p is not a live event", call,
-         static_cast<void*>(event));
-    return false;
-  }
-  return true;
+  return flagos_kit::validHandle(call, "event", event, kEventMagic);
 }
 
 // The event's current capture (nullptr: never recorded, which counts as
@@ -53,19 +44,9 @@ std::shared_ptr<Marker> lastMarker(flagosEvent_t event) {
 
 flagosStatus_t eventCreate(int32_t device, uint32_t flags, flagosEvent_t* event) noexcept {
   return guard("eventCreate", [&] {
-    if (event == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host eventCreate: event is NULL");
-    }
-    *event = nullptr;
-    if ((flags & ~FLAGOS_EVENT_TIMING) != 0) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host eventCreate: unknown flags 0x%x", flags);
-    }
-    if (findDevice("eventCreate", device) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    auto created = std::make_unique<flagosEvent_st>();
-    created->device = device;
-    created->flags = flags;
-    *event = created.release();
-    return FLAGOS_SUCCESS;
+    return flagos_kit::createEvent(device, flags, event, [](int32_t index) {
+      return findDevice("eventCreate", index) != nullptr;
+    });
   });
 }
 

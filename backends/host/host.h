@@ -2,8 +2,7 @@
 // the core sees only the C tables that entry.cpp hands out.
 //
 // Files, one per table section (see README.md):
-//   entry.cpp   the exported entry point and getLastError
-//   error.cpp   per-thread last error, the boundary guard
+//   entry.cpp   the exported entry point (the kit's, over our tables)
 //   config.cpp  FLAGOS_HOST_DEVICES / FLAGOS_HOST_MEMORY_LIMIT
 //   device.cpp  device table: probe, init, current device, synchronize
 //   arena.cpp   one device's memory arena (arena.h)
@@ -29,6 +28,10 @@
 
 #include "arena.h"
 #include "flagos/vendor.h"
+#include "flagos_kit/calls.h"
+#include "flagos_kit/error.h"
+#include "flagos_kit/handle.h"
+#include "flagos_kit/out_struct.h"
 
 namespace flagos_host {
 
@@ -37,32 +40,11 @@ constexpr const char* kVersion = "1.0.0";
 
 // ---------------------------------------------------------------- errors ---
 
-// Records a printf-style message as the calling thread's last error and
-// returns @p status, so that failures read `return fail(STATUS, "...", ...)`.
-// Never throws.
-flagosStatus_t fail(flagosStatus_t status, const char* format, ...) noexcept
-    __attribute__((format(printf, 2, 3)));
-
-// The calling thread's last error ("" if none); entry.cpp exposes it as
-// flagosVendorTables.getLastError.
-const char* lastError() noexcept;
-
-// Note [ABI boundary]
-// Every function in a table runs its body through guard(): C++ exceptions
-// (std::bad_alloc from a container, std::system_error from std::thread, a
-// bug) must never unwind into the C caller. They become
-// FLAGOS_ERROR_INTERNAL with the exception's message. Work that runs later
-// on a stream worker is guarded the same way by the worker (stream.cpp).
-template <typename Body>
-flagosStatus_t guard(const char* call, Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return fail(FLAGOS_ERROR_INTERNAL, "host %s: internal error: %s", call, e.what());
-  } catch (...) {
-    return fail(FLAGOS_ERROR_INTERNAL, "host %s: internal error: unknown exception", call);
-  }
-}
+// The kit's last error and boundary guard (kit/flagos_kit/error.h: Note
+// [Last error lifetime], Note [ABI boundary]).
+using flagos_kit::fail;
+using flagos_kit::guard;
+using flagos_kit::lastError;
 
 // A stream task's failure with a status of its own: the worker reports
 // status() with the message (any other exception becomes

@@ -143,16 +143,7 @@ flagosStatus_t flagosStream_st::takeError() {
 namespace flagos_host {
 
 bool validStream(const char* call, flagosStream_t stream) noexcept {
-  if (stream == nullptr) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: stream is NULL", call);
-    return false;
-  }
-  if (stream->magic != kStreamMagic) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: %p is not a live stream", call,
-         static_cast<void*>(stream));
-    return false;
-  }
-  return true;
+  return flagos_kit::validHandle(call, "stream", stream, kStreamMagic);
 }
 
 namespace {

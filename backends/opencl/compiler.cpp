@@ -101,23 +101,12 @@ flagosStatus_t programGetBinary(flagosProgram_t program, void* buffer, uint64_t*
   return guard("programGetBinary", [&] {
     const CompileLock compiling;
     if (!validProgram("programGetBinary", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    if (size == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programGetBinary: size is NULL");
-    }
+    if (size == nullptr) return flagos_kit::copyOut("programGetBinary", nullptr, 0, buffer, size);
     std::lock_guard<std::mutex> lock(program->mu);
     const flagosStatus_t status = serialize(program);
     if (status != FLAGOS_SUCCESS) return status;
-    const uint64_t needed = program->binary.size();
-    if (buffer != nullptr) {
-      if (*size < needed) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "opencl programGetBinary: buffer of %" PRIu64 " bytes, the binary has %" PRIu64,
-                    *size, needed);
-      }
-      std::memcpy(buffer, program->binary.data(), needed);
-    }
-    *size = needed;
-    return FLAGOS_SUCCESS;
+    return flagos_kit::copyOut("programGetBinary", program->binary.data(), program->binary.size(),
+                               buffer, size);
   });
 }
 
@@ -180,16 +169,7 @@ std::string buildLog(cl_program program, cl_device_id device) {
 }
 
 bool validProgram(const char* call, flagosProgram_t program) noexcept {
-  if (program == nullptr) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: program is NULL", call);
-    return false;
-  }
-  if (program->magic != kProgramMagic) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: %p is not a live program", call,
-         static_cast<void*>(program));
-    return false;
-  }
-  return true;
+  return flagos_kit::validHandle(call, "program", program, kProgramMagic);
 }
 
 const flagosCompilerTable* compilerTable() {

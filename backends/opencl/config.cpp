@@ -30,6 +30,7 @@
 #include <string>
 
 #include "flagos_kit/byte_size.h"
+#include "flagos_kit/env.h"
 #include "opencl.h"
 
 namespace flagos_opencl {
@@ -37,13 +38,8 @@ namespace {
 
 constexpr uint64_t kMinMemoryLimit = 4096;
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 bool parseDeviceType(const char* text, DeviceType* type, std::string* error) {
-  const std::string s = lower(flagos_kit::trimmed(text));
+  const std::string s = flagos_kit::lowered(flagos_kit::trimmed(text));
   if (s == "all") {
     *type = DeviceType::kAll;
   } else if (s == "gpu") {
@@ -60,23 +56,10 @@ bool parseDeviceType(const char* text, DeviceType* type, std::string* error) {
   return true;
 }
 
-bool parseMemoryLimit(const char* text, uint64_t* bytes, std::string* error) {
-  uint64_t value = 0;
-  if (!flagos_kit::parseByteSize(text, &value) || value < kMinMemoryLimit) {
-    *error = "FLAGOS_OPENCL_MEMORY_LIMIT='" + std::string(text) +
-             "' is not a size in bytes of at least 4K (examples: 1073741824, 512M, 2GiB)";
-    return false;
-  }
-  *bytes = value;
-  return true;
-}
-
 bool parseWarmup(const char* text, Warmup* mode, std::string* error) {
-  const std::string s = lower(flagos_kit::trimmed(text));
-  if (s == "on" || s == "1" || s == "true" || s == "yes") {
-    *mode = Warmup::kOn;
-  } else if (s == "off" || s == "0" || s == "false" || s == "no") {
-    *mode = Warmup::kOff;
+  const std::string s = flagos_kit::lowered(flagos_kit::trimmed(text));
+  if (const auto flag = flagos_kit::parseFlag(s)) {
+    *mode = *flag ? Warmup::kOn : Warmup::kOff;
   } else if (s == "verbose") {
     *mode = Warmup::kVerbose;
   } else {
@@ -102,18 +85,15 @@ bool parseSmallGemm(const char* text, uint64_t* macs, std::string* error) {
 
 bool loadConfig(Config* config, std::string* error) {
   Config result;
-  const char* type = std::getenv("FLAGOS_OPENCL_DEVICE_TYPE");
-  if (type != nullptr && *type != '\0' && !parseDeviceType(type, &result.device_type, error))
+  const auto type = flagos_kit::envValue("FLAGOS_OPENCL_DEVICE_TYPE");
+  if (type && !parseDeviceType(type->c_str(), &result.device_type, error)) return false;
+  if (!flagos_kit::envByteSize("FLAGOS_OPENCL_MEMORY_LIMIT", kMinMemoryLimit, 0,
+                               &result.memory_limit, error))
     return false;
-  const char* limit = std::getenv("FLAGOS_OPENCL_MEMORY_LIMIT");
-  if (limit != nullptr && *limit != '\0' && !parseMemoryLimit(limit, &result.memory_limit, error))
-    return false;
-  const char* warmup = std::getenv("FLAGOS_OPENCL_WARMUP");
-  if (warmup != nullptr && *warmup != '\0' && !parseWarmup(warmup, &result.warmup, error))
-    return false;
-  const char* small = std::getenv("FLAGOS_OPENCL_SMALL_GEMM");
-  if (small != nullptr && *small != '\0' && !parseSmallGemm(small, &result.small_gemm_macs, error))
-    return false;
+  const auto warmup = flagos_kit::envValue("FLAGOS_OPENCL_WARMUP");
+  if (warmup && !parseWarmup(warmup->c_str(), &result.warmup, error)) return false;
+  const auto small = flagos_kit::envValue("FLAGOS_OPENCL_SMALL_GEMM");
+  if (small && !parseSmallGemm(small->c_str(), &result.small_gemm_macs, error)) return false;
   *config = result;
   return true;
 }

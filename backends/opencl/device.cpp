@@ -15,25 +15,6 @@
 namespace flagos_opencl {
 namespace {
 
-// Calls with no explicit device act on this one (like cudaSetDevice).
-thread_local int32_t t_current_device = 0;
-
-// Writes @p value into a caller's struct that starts with struct_size: only
-// the first struct_size bytes, so a core built against an older minor (a
-// smaller struct) is never overrun; struct_size keeps the caller's value.
-template <typename T>
-flagosStatus_t writeSized(const char* call, T* out, const T& value) {
-  if (out == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: out is NULL", call);
-  const uint32_t caller_size = out->struct_size;
-  if (caller_size < sizeof(uint32_t)) {
-    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: struct_size %u is too small", call,
-                caller_size);
-  }
-  std::memcpy(out, &value, std::min<size_t>(caller_size, sizeof(T)));
-  out->struct_size = caller_size;
-  return FLAGOS_SUCCESS;
-}
-
 // The kernel-cache key of a device: "opencl:<vendor>:<name>:<driver>". A
 // binary built by one driver must never be loaded by another, so the driver
 // version must survive; arch[] holds 63 characters, so a longer key keeps a
@@ -50,19 +31,19 @@ std::string archKey(const DeviceInfo& info) {
 flagosStatus_t probe(flagosProbeInfo* info) noexcept {
   return guard("probe", [&] {
     flagosProbeInfo result{};
-    copyString(result.sdk_name, "OpenCL");
+    flagos_kit::copyString(result.sdk_name, "OpenCL");
     Config config;
     std::string reason;
     std::vector<DeviceInfo> devices;
     if (loadConfig(&config, &reason) && discoverDevices(config, &devices, &reason)) {
       result.device_count = static_cast<int32_t>(devices.size());
-      copyString(result.sdk_version, devices.front().platform_version);
-      copyString(result.driver_version, devices.front().driver_version);
+      flagos_kit::copyString(result.sdk_version, devices.front().platform_version);
+      flagos_kit::copyString(result.driver_version, devices.front().driver_version);
       // See Note [OpenCL plugin priority]: all chosen devices are of one class.
       if (!devices.front().accelerator) result.priority = FLAGOS_PRIORITY_CPU_HOSTED - 5;
     }
-    copyString(result.reason, reason);
-    const flagosStatus_t status = writeSized("probe", info, result);
+    flagos_kit::copyString(result.reason, reason);
+    const flagosStatus_t status = flagos_kit::writeSized("probe", info, result);
     if (status != FLAGOS_SUCCESS) return status;
     if (!reason.empty()) return fail(FLAGOS_ERROR_NO_DEVICE, "opencl probe: %s", reason.c_str());
     return FLAGOS_SUCCESS;
@@ -168,30 +149,27 @@ flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexc
     // The device's OpenCL version: what the generator may assume.
     result.capability_major = device->info.cl_major;
     result.capability_minor = device->info.cl_minor;
-    copyString(result.name, device->info.name);
-    copyString(result.arch, archKey(device->info));
+    flagos_kit::copyString(result.name, device->info.name);
+    flagos_kit::copyString(result.arch, archKey(device->info));
     result.max_work_group_size =
         static_cast<uint32_t>(std::min<uint64_t>(device->info.max_work_group_size, UINT32_MAX));
-    return writeSized("getProperties", props, result);
+    result.fp64 = device->info.fp64 ? FLAGOS_FP64_NATIVE : FLAGOS_FP64_NONE;
+    // CPU devices (PoCL) have no fast float16 either; GPUs run both, and
+    // float16 is what CUDA code expects.
+    result.autocast_dtype = device->info.accelerator ? FLAGOS_DTYPE_FLOAT16 : FLAGOS_DTYPE_BFLOAT16;
+    return flagos_kit::writeSized("getProperties", props, result);
   });
 }
 
 flagosStatus_t setCurrent(int32_t index) noexcept {
   return guard("setCurrent", [&] {
-    if (findDevice("setCurrent", index) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    t_current_device = index;
-    return FLAGOS_SUCCESS;
+    return flagos_kit::setCurrentDevice(
+        index, [](int32_t i) { return findDevice("setCurrent", i) != nullptr; });
   });
 }
 
 flagosStatus_t getCurrent(int32_t* index) noexcept {
-  return guard("getCurrent", [&] {
-    if (index == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl getCurrent: device is NULL");
-    }
-    *index = t_current_device;
-    return FLAGOS_SUCCESS;
-  });
+  return guard("getCurrent", [&] { return flagos_kit::getCurrentDevice(index); });
 }
 
 flagosStatus_t synchronize(int32_t index) noexcept {

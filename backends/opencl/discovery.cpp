@@ -128,6 +128,8 @@ bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std
       info.compute_units =
           static_cast<int32_t>(deviceValue<cl_uint>(id, CL_DEVICE_MAX_COMPUTE_UNITS));
       info.max_work_group_size = deviceValue<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+      // OpenCL 1.2: a device without double support reports no fp config.
+      info.fp64 = deviceValue<cl_device_fp_config>(id, CL_DEVICE_DOUBLE_FP_CONFIG) != 0;
       found.push_back(std::move(info));
     }
   }

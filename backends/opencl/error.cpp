@@ -1,22 +1,11 @@
-// The per-thread last-error message (vendor.h: "on failure leaves a
-// human-readable message for the calling thread") and names for OpenCL's
-// error codes, so that every message carries the SDK's own reason.
-//
-// As in the host plugin (Note [Last error lifetime] there): a failing call
-// overwrites the calling thread's message, a successful call leaves it, and
-// the pointer getLastError() returns stays valid until this thread's next
-// failing call into the plugin. Build logs make some messages long; they are
-// kept whole.
-#include <cstdarg>
-#include <cstdio>
+// Names for OpenCL's error codes, so that every message carries the SDK's
+// own reason (the last-error string itself is the kit's: error.h).
 #include <string>
 
 #include "opencl.h"
 
 namespace flagos_opencl {
 namespace {
-
-thread_local std::string t_last_error;
 
 const char* knownName(cl_int error) {
   switch (error) {
@@ -81,34 +70,6 @@ const char* knownName(cl_int error) {
 }
 
 }  // namespace
-
-flagosStatus_t fail(flagosStatus_t status, const char* format, ...) noexcept {
-  char buffer[512];
-  va_list args;
-  va_start(args, format);
-  const int length = std::vsnprintf(buffer, sizeof(buffer), format, args);
-  va_end(args);
-  try {
-    if (length >= static_cast<int>(sizeof(buffer))) {  // build logs, long names
-      std::string message(static_cast<size_t>(length) + 1, '\0');
-      va_start(args, format);
-      std::vsnprintf(&message[0], message.size(), format, args);
-      va_end(args);
-      message.resize(static_cast<size_t>(length));
-      t_last_error = std::move(message);
-    } else {
-      t_last_error.assign(buffer, length > 0 ? static_cast<size_t>(length) : 0);
-    }
-  } catch (...) {
-    // Out of host memory while reporting an error: keep the old message
-    // rather than throw across the ABI; the status code still tells.
-  }
-  return status;
-}
-
-const char* lastError() noexcept {
-  return t_last_error.c_str();
-}
 
 std::string clErrorName(cl_int error) {
   const char* name = knownName(error);

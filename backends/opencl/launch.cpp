@@ -127,17 +127,9 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
     if (!validProgram("kernelLaunch", program) || !validStream("kernelLaunch", stream)) {
       return FLAGOS_ERROR_INVALID_ARGUMENT;
     }
-    if (name == nullptr)
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl kernelLaunch: name is NULL");
-    if (num_args < 0 || (num_args > 0 && args == nullptr)) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl kernelLaunch: %d arguments and args %s",
-                  num_args, args == nullptr ? "NULL" : "given");
-    }
-    if (work_dim < 1 || work_dim > 3 || global == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "opencl kernelLaunch: work_dim %d (1..3) and global %s", work_dim,
-                  global == nullptr ? "NULL" : "given");
-    }
+    const flagosStatus_t checked =
+        flagos_kit::checkLaunchArgs(name, args, num_args, work_dim, global, local);
+    if (checked != FLAGOS_SUCCESS) return checked;
     if (program->device != stream->device) {
       return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
                   "opencl kernelLaunch: program of device %d launched on a stream of device %d",
@@ -146,9 +138,6 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
     size_t global_size[3] = {1, 1, 1}, local_size[3] = {1, 1, 1};
     bool empty = false;
     for (int32_t d = 0; d < work_dim; ++d) {
-      if (local != nullptr && local[d] == 0) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl kernelLaunch: local[%d] is 0", d);
-      }
       local_size[d] = local != nullptr ? static_cast<size_t>(local[d]) : 1;
       global_size[d] =
           static_cast<size_t>((global[d] + local_size[d] - 1) / local_size[d] * local_size[d]);

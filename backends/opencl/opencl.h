@@ -3,7 +3,7 @@
 //
 // Files, one per table section (see README.md):
 //   entry.cpp          the exported entry point, the priority, getLastError
-//   error.cpp          per-thread last error, OpenCL error names
+//   error.cpp          OpenCL error names
 //   config.cpp         FLAGOS_OPENCL_DEVICE_TYPE / FLAGOS_OPENCL_MEMORY_LIMIT
 //   discovery.cpp      platforms and devices: which ones the plugin uses
 //   device.cpp         device table: probe, init, current device, synchronize
@@ -35,6 +35,10 @@
 
 #include "address_space.h"
 #include "flagos/vendor.h"
+#include "flagos_kit/calls.h"
+#include "flagos_kit/error.h"
+#include "flagos_kit/handle.h"
+#include "flagos_kit/out_struct.h"
 #include "flagos_kit/program_binary.h"
 
 namespace flagos_opencl {
@@ -44,37 +48,17 @@ constexpr const char* kVersion = "1.0.0";
 
 // ---------------------------------------------------------------- errors ---
 
-// Records a printf-style message as the calling thread's last error and
-// returns @p status, so that failures read `return fail(STATUS, "...", ...)`.
-// Never throws.
-flagosStatus_t fail(flagosStatus_t status, const char* format, ...) noexcept
-    __attribute__((format(printf, 2, 3)));
+// The kit's last error and boundary guard (kit/flagos_kit/error.h: Note
+// [Last error lifetime], Note [ABI boundary]).
+using flagos_kit::fail;
+using flagos_kit::guard;
+using flagos_kit::lastError;
 
-// The calling thread's last error ("" if none); entry.cpp exposes it as
-// flagosVendorTables.getLastError.
-const char* lastError() noexcept;
-
-// "CL_OUT_OF_RESOURCES (-5)"; static storage for known codes.
+// "CL_OUT_OF_RESOURCES (-5)": the code's name and number, for messages.
 std::string clErrorName(cl_int error);
 
 // Is @p error one of the codes an OpenCL runtime uses for "no memory left"?
 bool isOutOfMemory(cl_int error);
-
-// Note [ABI boundary]
-// As in the host plugin: every function in a table runs its body through
-// guard(), so a C++ exception (std::bad_alloc from a container, a bug) never
-// unwinds into the C caller; it becomes FLAGOS_ERROR_INTERNAL. OpenCL
-// callbacks (event.cpp) are guarded the same way.
-template <typename Body>
-flagosStatus_t guard(const char* call, Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return fail(FLAGOS_ERROR_INTERNAL, "opencl %s: internal error: %s", call, e.what());
-  } catch (...) {
-    return fail(FLAGOS_ERROR_INTERNAL, "opencl %s: internal error: unknown exception", call);
-  }
-}
 
 // ---------------------------------------------------------------- config ---
 
@@ -109,6 +93,7 @@ struct DeviceInfo {
   uint64_t max_alloc = 0;
   int32_t compute_units = 0;
   uint64_t max_work_group_size = 0;  // CL_DEVICE_MAX_WORK_GROUP_SIZE
+  bool fp64 = false;                 // CL_DEVICE_DOUBLE_FP_CONFIG != 0
   bool pocl = false;                 // the platform is PoCL (Note [Serialized compiles on PoCL])
 };
 
@@ -262,14 +247,6 @@ bool resolve(const char* call, const void* address, uint64_t bytes, DevicePtr* o
 // Waits for every stream of @p device and its synchronous queue; the first
 // asynchronous error, if any.
 flagosStatus_t synchronizeDevice(Device* device);
-
-// Copies at most N-1 bytes of @p src and a NUL into @p dst.
-template <size_t N>
-void copyString(char (&dst)[N], const std::string& src) {
-  const size_t n = src.size() < N - 1 ? src.size() : N - 1;
-  src.copy(dst, n);
-  dst[n] = '\0';
-}
 
 // 64-bit FNV-1a (the plugin kit's): device keys (device.cpp) and binary
 // checksums (compiler.cpp). Not cryptographic; detects accidents, not attacks.

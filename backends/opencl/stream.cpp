@@ -118,16 +118,7 @@ flagosStatus_t streamQuery(flagosStream_t stream) noexcept {
 }  // namespace
 
 bool validStream(const char* call, flagosStream_t stream) noexcept {
-  if (stream == nullptr) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: stream is NULL", call);
-    return false;
-  }
-  if (stream->magic != kStreamMagic) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: %p is not a live stream", call,
-         static_cast<void*>(stream));
-    return false;
-  }
-  return true;
+  return flagos_kit::validHandle(call, "stream", stream, kStreamMagic);
 }
 
 const flagosStreamTable* streamTable() {
