@@ -62,6 +62,14 @@ py::dict backendInfo() {
     d["arch"] = std::string(props.arch, strnlen(props.arch, sizeof(props.arch)));
     d["total_memory"] = props.total_memory;
     d["compute_units"] = props.compute_units;
+    // ABI 1.1 members; a 1.0 plugin leaves them 0 ("unknown").
+    d["fp64"] = props.fp64 == FLAGOS_FP64_NATIVE ? py::object(py::bool_(true))
+                : props.fp64 == FLAGOS_FP64_NONE ? py::object(py::bool_(false))
+                                                 : py::none();
+    if (i == 0 && (props.autocast_dtype == FLAGOS_DTYPE_FLOAT16 ||
+                   props.autocast_dtype == FLAGOS_DTYPE_BFLOAT16)) {
+      info["amp_dtype"] = props.autocast_dtype == FLAGOS_DTYPE_FLOAT16 ? "float16" : "bfloat16";
+    }
     devices.append(d);
   }
   info["devices"] = devices;

@@ -6,6 +6,9 @@
 #include <initializer_list>
 #include <string>
 
+#include <unordered_map>
+
+#include "runtime/known_kernel_ids.h"
 #include "runtime/plugin_loader.h"
 
 namespace flagos::detail {
@@ -44,14 +47,36 @@ bool requireAll(const char* table, std::initializer_list<Member> members, std::s
   return true;
 }
 
-bool checkKernels(const flagosKernelTable& k, std::string& why) {
+// kernel.h: every entry names a catalog ID once. A typo would otherwise be
+// a silent host fallback. IDs unknown to an older core are allowed from a
+// plugin of a newer minor (its catalog may have grown).
+bool checkKernels(const flagosKernelTable& k, const char* plugin, uint16_t plugin_minor,
+                  std::string& why) {
   if (k.num_entries < 0 || (k.num_entries > 0 && k.entries == nullptr)) {
     why = "kernel table: bad num_entries/entries";
     return false;
   }
+  const KernelIdCheck known = kernelIdCheck();
+  const bool newer = plugin_minor > FLAGOS_ABI_VERSION_MINOR;
+  std::unordered_map<std::string, int32_t> seen;
   for (int32_t i = 0; i < k.num_entries; ++i) {
-    if (k.entries[i].op_id == nullptr || k.entries[i].fn == nullptr) {
+    const flagosKernelEntry& e = k.entries[i];
+    if (e.op_id == nullptr || e.fn == nullptr) {
       why = "kernel table: entry " + std::to_string(i) + " has a NULL op_id or fn";
+      return false;
+    }
+    const std::string id = e.op_id;
+    if (known != nullptr && !newer && !known(e.op_id)) {
+      why = "kernel table of plugin '" + std::string(plugin) + "': entry " + std::to_string(i) +
+            " names '" + id +
+            "', which is not a semantic ID of the operator catalog (flagos/ops.h lists them)";
+      return false;
+    }
+    const auto [it, fresh] = seen.emplace(id, i);
+    if (!fresh) {
+      why = "kernel table of plugin '" + std::string(plugin) + "': entries " +
+            std::to_string(it->second) + " and " + std::to_string(i) + " both name '" + id +
+            "' (each ID may appear once)";
       return false;
     }
   }
@@ -121,7 +146,7 @@ bool checkTables(Plugin& p, std::string& why) {
   const auto& x = p.collectives;
   if (t.kernels != nullptr &&
       (!copyTable(t.kernels, p.kernels, FLAGOS_END_OF(flagosKernelTable, entries), "kernel", why) ||
-       !checkKernels(p.kernels, why))) {
+       !checkKernels(p.kernels, t.name, t.abi_minor, why))) {
     return false;
   }
   if (t.compiler != nullptr &&

@@ -49,7 +49,24 @@ typedef struct flagosDeviceProperties {
    * min(256, max_work_group_size). For language "c" it is the smallest range
    * one thread runs. */
   uint32_t preferred_work_group_size;
+  /* Appended in ABI 1.1: a 1.0 plugin leaves them 0 (the core's struct_size
+   * is larger than the plugin's, and writeSized-style copies stop short). */
+  /** Whether the device computes float64 (FLAGOS_FP64_*). 0 (unknown, a 1.0
+   * plugin): the core asks the runtime compiler, when there is one. The
+   * answer decides whether float64 kernels are generated and reach native
+   * kernels; without fp64 float64 operators take the host tier. */
+  int32_t fp64;
+  /** The dtype torch.autocast("flagos") picks when no dtype is given:
+   * FLAGOS_DTYPE_FLOAT16 or FLAGOS_DTYPE_BFLOAT16, whichever the device runs
+   * fastest; 0: the core's default (float16, as CUDA). Users override it
+   * with FLAGOS_AMP_DTYPE or flagos_torchfl.amp.set_policy. */
+  flagosDtype_t autocast_dtype;
 } flagosDeviceProperties;
+
+/** flagosDeviceProperties.fp64 values. */
+#define FLAGOS_FP64_UNKNOWN 0
+#define FLAGOS_FP64_NATIVE 1
+#define FLAGOS_FP64_NONE 2
 
 /** The device table. Every member is required (non-NULL). */
 typedef struct flagosDeviceTable {

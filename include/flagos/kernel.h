@@ -42,10 +42,20 @@ typedef struct flagosScalar {
 /** A native kernel. Enqueues the computation on @p stream and returns at
  * once (or computes synchronously, which is also correct). Must not throw
  * and must not keep pointers to the descriptor arrays after returning.
+ * @param stream   the current stream of the outputs' device; work enqueued
+ *                 on it is ordered after everything the core enqueued before.
+ * @param outputs  @p num_outputs descriptors, allocated by the core with the
+ *                 final shape and dtype (in-place ops: the destination).
+ * @param inputs   @p num_inputs descriptors in the catalog's order
+ *                 (flagos/ops.h documents each ID's order).
+ * @param scalars  @p num_scalars values in the catalog's order.
+ * Descriptor arrays are valid only during the call; the memory they point to
+ * stays alive until the stream passes the work (the core records it).
  * @returns FLAGOS_SUCCESS; FLAGOS_ERROR_NOT_SUPPORTED for a dtype/layout it
- *          does not handle (the core tries the next tier);
- *          FLAGOS_ERROR_FALLBACK to force the host fallback;
- *          FLAGOS_ERROR_DEVICE on failure (the core raises). */
+ *          does not handle (the core tries the generated, decomposition and
+ *          host tiers in turn); FLAGOS_ERROR_FALLBACK to go to the host tier
+ *          at once; FLAGOS_ERROR_DEVICE on failure (the core raises, with
+ *          getLastError's message). */
 typedef flagosStatus_t (*flagosKernelFn)(flagosStream_t stream, const flagosTensor* outputs,
                                          int32_t num_outputs, const flagosTensor* inputs,
                                          int32_t num_inputs, const flagosScalar* scalars,
@@ -59,7 +69,13 @@ typedef struct flagosKernelEntry {
 
 /** The kernel table: plain data, walkable by tools (`flagos-torchfl ops`).
  * Optional as a whole (vendor tables may point to NULL): then every operator
- * goes to the generated, decomposition or host tiers. */
+ * goes to the generated, decomposition or host tiers.
+ *
+ * Checked at load (ABI 1.1): an op_id the core's catalog does not know (a
+ * typo) or one listed twice makes the plugin fail to load, with a reason
+ * naming the plugin, the entry's index and the id (`flagos-torchfl doctor`
+ * shows it). A plugin built against a newer minor than the core may list
+ * ids the core does not know yet; those are ignored. */
 typedef struct flagosKernelTable {
   uint32_t struct_size;             /**< sizeof(flagosKernelTable) as built. */
   int32_t num_entries;              /**< Rows in entries. */

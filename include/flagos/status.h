@@ -36,10 +36,14 @@ typedef int32_t flagosStatus_t;
 /** An argument was NULL, out of range or inconsistent; nothing was done. */
 #define FLAGOS_ERROR_INVALID_ARGUMENT ((flagosStatus_t)1)
 /** This plugin does not implement this request (operator, dtype, layout,
- * feature). The core tries the next execution tier; not an error. */
+ * feature). The core tries the next execution tier (generated, then
+ * decomposition, then host); not an error. */
 #define FLAGOS_ERROR_NOT_SUPPORTED ((flagosStatus_t)2)
-/** The plugin asks the core to run this request on the host (tier 4), e.g.
- * a kernel that knows its result would be inexact for these inputs. */
+/** The plugin asks the core to run this request on the host (tier 4) at
+ * once, skipping the generated and decomposition tiers: e.g. a kernel that
+ * knows its result would be inexact for these inputs, or inputs whose
+ * errors only the host kernel reports as PyTorch does. Counted as a host
+ * fallback, with the last-error message as its reason. */
 #define FLAGOS_ERROR_FALLBACK ((flagosStatus_t)3)
 /** Asynchronous work is still pending (stream/event query). Not an error. */
 #define FLAGOS_ERROR_NOT_READY ((flagosStatus_t)4)
@@ -82,6 +86,41 @@ typedef int32_t flagosDtype_t;
 
 /** Size in bytes of one element of @p dtype (bits / 8). */
 #define FLAGOS_DTYPE_SIZE(dtype) ((size_t)(((dtype)&0xff) / 8))
+
+/** The name of @p status ("FLAGOS_ERROR_NOT_READY"), for messages and logs;
+ * "unknown flagos status" for codes this header does not define (a newer
+ * minor's). Static storage; never NULL. Added in ABI 1.1 (header-only: it
+ * works with plugins and cores of any minor). */
+static inline const char* flagosStatusString(flagosStatus_t status) {
+  switch (status) {
+    case FLAGOS_SUCCESS:
+      return "FLAGOS_SUCCESS";
+    case FLAGOS_ERROR_INVALID_ARGUMENT:
+      return "FLAGOS_ERROR_INVALID_ARGUMENT";
+    case FLAGOS_ERROR_NOT_SUPPORTED:
+      return "FLAGOS_ERROR_NOT_SUPPORTED";
+    case FLAGOS_ERROR_FALLBACK:
+      return "FLAGOS_ERROR_FALLBACK";
+    case FLAGOS_ERROR_NOT_READY:
+      return "FLAGOS_ERROR_NOT_READY";
+    case FLAGOS_ERROR_OUT_OF_MEMORY:
+      return "FLAGOS_ERROR_OUT_OF_MEMORY";
+    case FLAGOS_ERROR_DEVICE:
+      return "FLAGOS_ERROR_DEVICE";
+    case FLAGOS_ERROR_NO_DEVICE:
+      return "FLAGOS_ERROR_NO_DEVICE";
+    case FLAGOS_ERROR_COMPILE:
+      return "FLAGOS_ERROR_COMPILE";
+    case FLAGOS_ERROR_TIMEOUT:
+      return "FLAGOS_ERROR_TIMEOUT";
+    case FLAGOS_ERROR_ABI_MISMATCH:
+      return "FLAGOS_ERROR_ABI_MISMATCH";
+    case FLAGOS_ERROR_INTERNAL:
+      return "FLAGOS_ERROR_INTERNAL";
+    default:
+      return "unknown flagos status";
+  }
+}
 
 #ifdef __cplusplus
 } /* extern "C" */

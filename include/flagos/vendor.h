@@ -19,13 +19,21 @@
  *    rest as NULL. A plugin with a newer minor than the core works too (the
  *    core ignores what it does not know).
  *
+ * History (each minor only appends; a core loads plugins of every minor):
+ *  1.0  the tables below.
+ *  1.1  flagosStatusString (status.h, header-only); flagosDeviceProperties
+ *       .fp64 and .autocast_dtype (device.h); kernel-table ids are checked
+ *       at load (kernel.h); FLAGOS_ERROR_FALLBACK goes straight to the host
+ *       tier, as status.h always said.
+ *
  * Rules for every call in every table:
  *  - returns a flagosStatus_t (status.h) and writes results through
  *    out-parameters; never throws, never aborts the process;
  *  - on failure leaves a human-readable message for the calling thread,
  *    returned by flagosVendorTables.getLastError (a successful call may
  *    leave the previous message in place: read it only after a failure);
- *  - before device.init() succeeded, every call except probe returns
+ *  - before device.init() succeeded, every call except probe (and
+ *    shutdown, which may then do nothing) returns
  *    FLAGOS_ERROR_INVALID_ARGUMENT ("plugin not initialized");
  *  - an error in asynchronous work is reported once, by the next
  *    synchronize or query on that stream/device, then cleared;
@@ -58,7 +66,7 @@ extern "C" {
 /** ABI major version of these headers. */
 #define FLAGOS_ABI_VERSION_MAJOR 1
 /** ABI minor version of these headers. */
-#define FLAGOS_ABI_VERSION_MINOR 0
+#define FLAGOS_ABI_VERSION_MINOR 1
 
 /** Name of the one symbol a plugin exports (the major is in the name, so a
  * library built for another major is found to lack it). */
@@ -83,7 +91,10 @@ typedef struct flagosVendorTables {
   /** Rank under "auto": FLAGOS_PRIORITY_ACCELERATOR for real accelerators,
    * FLAGOS_PRIORITY_CPU_HOSTED for devices that run on the host CPU. The
    * entry point cannot look at devices (it must not touch the SDK), so
-   * probe may refine this through flagosProbeInfo.priority. */
+   * probe may refine this through flagosProbeInfo.priority. Values between
+   * 1 and FLAGOS_PRIORITY_CPU_HOSTED rank a CPU-hosted plugin below the host
+   * plugin (the skeleton uses 1: "auto" picks it only when nothing else
+   * works). */
   int32_t priority;
   /** Non-zero when device addresses are also valid host addresses (a
    * CPU-hosted device). The core still never relies on it for correctness;

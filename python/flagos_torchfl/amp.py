@@ -14,10 +14,10 @@ two places:
   operators with fp32_ops / lower_precision_ops (Python kernels registered
   on AutocastPrivateUse1 in front of the C++ ones);
 - the dtype: torch.autocast("flagos") without dtype= runs in the policy's
-  dtype. The backend picks it (host: bfloat16, as CPUs have no fast float16
-  arithmetic; a plugin that reports "amp_dtype" in its info: that; others:
-  float16, CUDA's default); FLAGOS_AMP_DTYPE or set_policy(dtype=) override
-  it, and an explicit dtype= always wins.
+  dtype. The plugin picks it (flagosDeviceProperties.autocast_dtype, ABI
+  1.1: host says bfloat16, as CPUs have no fast float16 arithmetic; a plugin
+  that says nothing gets float16, CUDA's default); FLAGOS_AMP_DTYPE or
+  set_policy(dtype=) override it, and an explicit dtype= always wins.
 
 Under the cuda alias, torch.autocast("cuda") without dtype= means float16 on
 CUDA. When the policy says otherwise, the first such autocast warns once,
@@ -38,19 +38,15 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from . import config
+from ._state import DEVICE_TYPE
 
 __all__ = ["Policy", "get_policy", "reset_policy", "set_policy"]
 
-DEVICE_TYPE = "flagos"
 CUDA_DEFAULT_DTYPE = torch.float16  # torch.get_autocast_dtype("cuda") out of the box
 # What torch.get_autocast_dtype("flagos") returns until someone sets it
 # (PyTorch's default for PrivateUse1); see _default_dtype_for().
 _TORCH_DEFAULT_DTYPE = torch.float16
 
-# Per-backend default autocast dtype, with the reason shown by get_policy().
-_BACKEND_DTYPES: dict[str, tuple[torch.dtype, str]] = {
-    "host": (torch.bfloat16, "host backend: CPUs have no fast float16 arithmetic"),
-}
 _DTYPE_NAMES = {
     "float16": torch.float16,
     "fp16": torch.float16,
@@ -106,17 +102,15 @@ def parse_dtype(value: str | torch.dtype) -> torch.dtype:
 def _backend_default() -> tuple[torch.dtype, str] | None:
     """The backend's preferred dtype and why; None before a backend is initialized."""
     from . import _core
-    from .backend import is_initialized
+    from ._state import is_initialized
 
     if not is_initialized():
         return None
     info = _core.C()._backend_info()
-    if info.get("amp_dtype"):  # a plugin that says what it prefers
-        return parse_dtype(info["amp_dtype"]), f"plugin '{info['name']}' reports it"
     name = info.get("name", "")
-    if name in _BACKEND_DTYPES:
-        return _BACKEND_DTYPES[name]
-    return CUDA_DEFAULT_DTYPE, f"backend '{name}': CUDA's default"
+    if info.get("amp_dtype"):  # flagosDeviceProperties.autocast_dtype (ABI 1.1)
+        return parse_dtype(info["amp_dtype"]), f"backend '{name}': the plugin prefers it"
+    return CUDA_DEFAULT_DTYPE, f"backend '{name}': CUDA's default (the plugin states none)"
 
 
 def _initial_policy() -> tuple[Policy, bool]:

@@ -7,6 +7,7 @@
  */
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "flagos/vendor.h"
 
@@ -45,6 +46,16 @@ int main(void) {
   CHECK(sizeof(((flagosScalar*)0)->i) == 8);
   CHECK(offsetof(flagosScalar, i) == 8);
   CHECK(sizeof(flagosUniqueId) == FLAGOS_UNIQUE_ID_BYTES);
+
+  /* ABI 1.1: appended members sit after every 1.0 member (a 1.0 plugin's
+   * smaller struct ends exactly before them), and flagosStatusString names
+   * every code. */
+  CHECK(offsetof(flagosDeviceProperties, fp64) >=
+        offsetof(flagosDeviceProperties, preferred_work_group_size) + sizeof(uint32_t));
+  CHECK(offsetof(flagosDeviceProperties, autocast_dtype) > offsetof(flagosDeviceProperties, fp64));
+  CHECK(strcmp(flagosStatusString(FLAGOS_ERROR_NOT_READY), "FLAGOS_ERROR_NOT_READY") == 0);
+  CHECK(strcmp(flagosStatusString(FLAGOS_ERROR_INTERNAL), "FLAGOS_ERROR_INTERNAL") == 0);
+  CHECK(strcmp(flagosStatusString((flagosStatus_t)999), "unknown flagos status") == 0);
 
   if (failures == 0) printf("public headers: C99 and layout checks passed\n");
   return failures == 0 ? 0 : 1;

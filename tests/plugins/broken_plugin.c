@@ -7,6 +7,8 @@
  *   BROKEN_NO_ENTRY     the entry symbol is not exported (nothing is)
  *   BROKEN_PROBE_FAILS  probe: FLAGOS_ERROR_NO_DEVICE, "no test device present"
  *   BROKEN_INIT_FAILS   probe succeeds, init: FLAGOS_ERROR_DEVICE + last error
+ *   BROKEN_UNKNOWN_KERNEL_ID    kernel table names "relu" and the typo "reluu"
+ *   BROKEN_DUPLICATE_KERNEL_ID  kernel table names "relu" twice
  *
  * Apart from its one defect each plugin is well formed (valid tables, all
  * required members set, priority above the host plugin), so a loader that
@@ -190,6 +192,31 @@ static const flagosStreamTable kStream = {sizeof(flagosStreamTable),
                                           eventOp,
                                           eventElapsedTime};
 
+/* A kernel table whose one defect is its ids (kernel.h: checked at load). */
+static flagosStatus_t anyKernel(flagosStream_t s, const flagosTensor* o, int32_t no,
+                                const flagosTensor* i, int32_t ni, const flagosScalar* sc,
+                                int32_t ns) {
+  BROKEN_UNUSED(s);
+  BROKEN_UNUSED(o);
+  BROKEN_UNUSED(no);
+  BROKEN_UNUSED(i);
+  BROKEN_UNUSED(ni);
+  BROKEN_UNUSED(sc);
+  BROKEN_UNUSED(ns);
+  return FLAGOS_ERROR_NOT_SUPPORTED;
+}
+#if defined(BROKEN_UNKNOWN_KERNEL_ID) || defined(BROKEN_DUPLICATE_KERNEL_ID)
+static const flagosKernelEntry kEntries[] = {
+    {"relu", anyKernel},
+#ifdef BROKEN_UNKNOWN_KERNEL_ID
+    {"reluu", anyKernel},
+#else
+    {"relu", anyKernel},
+#endif
+};
+static const flagosKernelTable kKernels = {sizeof(flagosKernelTable), 2, kEntries};
+#endif
+
 #ifdef BROKEN_WRONG_ABI
 #define BROKEN_ABI_MAJOR 99
 #define BROKEN_NAME "test_wrong_abi"
@@ -202,6 +229,12 @@ static const flagosStreamTable kStream = {sizeof(flagosStreamTable),
 #elif defined(BROKEN_INIT_FAILS)
 #define BROKEN_ABI_MAJOR FLAGOS_ABI_VERSION_MAJOR
 #define BROKEN_NAME "test_init_fails"
+#elif defined(BROKEN_UNKNOWN_KERNEL_ID)
+#define BROKEN_ABI_MAJOR FLAGOS_ABI_VERSION_MAJOR
+#define BROKEN_NAME "test_unknown_kernel_id"
+#elif defined(BROKEN_DUPLICATE_KERNEL_ID)
+#define BROKEN_ABI_MAJOR FLAGOS_ABI_VERSION_MAJOR
+#define BROKEN_NAME "test_duplicate_kernel_id"
 #elif defined(BROKEN_ENTRY_CRASHES)
 #define BROKEN_ABI_MAJOR FLAGOS_ABI_VERSION_MAJOR
 #define BROKEN_NAME "test_entry_crashes"
@@ -240,6 +273,11 @@ BROKEN_ENTRY(uint16_t core_abi_major, uint16_t core_abi_minor, flagosVendorTable
   t.memory = &kMemory;
   t.stream = &kStream;
   t.getLastError = getLastError;
+#if defined(BROKEN_UNKNOWN_KERNEL_ID) || defined(BROKEN_DUPLICATE_KERNEL_ID)
+  t.kernels = &kKernels;
+#else
+  (void)anyKernel;
+#endif
   memcpy(tables, &t, tables->struct_size < sizeof(t) ? tables->struct_size : sizeof(t));
   return FLAGOS_SUCCESS;
 }

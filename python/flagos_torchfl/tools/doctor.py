@@ -192,18 +192,8 @@ def _backend(backend: str | None) -> tuple[list[dict[str, str]], dict[str, Any] 
                 f"{str(policy.dtype).replace('torch.', '')} ({policy.source})",
             )
         )
-        for r in report:
-            if r["status"] == "usable" and r["name"] != info["backend"]:
-                dtype, why = amp._BACKEND_DTYPES.get(
-                    r["name"], (amp.CUDA_DEFAULT_DTYPE, "CUDA's default")
-                )
-                findings.append(
-                    _finding(
-                        f"autocast {r['name']}",
-                        "ok",
-                        f"default dtype on {r['name']}: {str(dtype).replace('torch.', '')} ({why})",
-                    )
-                )
+        # Other usable plugins' preferences are device properties, known
+        # only once a plugin is initialized (one backend per process).
     return findings, info
 
 
