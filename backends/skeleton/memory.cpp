@@ -1,0 +1,186 @@
+// The memory table (memory.h). Device memory here is host memory from
+// aligned_alloc; an SDK's malloc/free/copy calls replace the bodies. The
+// plugin keeps its own map of live allocations so that it can reject a
+// foreign pointer as INVALID_ARGUMENT (an SDK usually does this for you).
+#include <cstdlib>
+#include <cstring>
+
+#include "skeleton.h"
+
+namespace flagos_skeleton {
+namespace {
+
+constexpr uint64_t kAlignment = 256;  // memory.h: 256-byte aligned
+
+bool validKind(flagosMemcpyKind_t kind) {
+  return kind == FLAGOS_MEMCPY_HOST_TO_DEVICE || kind == FLAGOS_MEMCPY_DEVICE_TO_HOST ||
+         kind == FLAGOS_MEMCPY_DEVICE_TO_DEVICE;
+}
+
+// The checks both copies make: pointers, kind, and that the device side(s)
+// are inside live allocations.
+flagosStatus_t checkCopy(const char* call, void* dst, const void* src, uint64_t bytes,
+                         flagosMemcpyKind_t kind) {
+  if (dst == nullptr || src == nullptr) {
+    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton %s: dst or src is NULL", call);
+  }
+  if (!validKind(kind)) {
+    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton %s: unknown copy kind %d", call, kind);
+  }
+  const bool dst_on_device = kind != FLAGOS_MEMCPY_DEVICE_TO_HOST;
+  const bool src_on_device = kind != FLAGOS_MEMCPY_HOST_TO_DEVICE;
+  if ((dst_on_device && !isDeviceRange(call, dst, bytes)) ||
+      (src_on_device && !isDeviceRange(call, src, bytes))) {
+    return FLAGOS_ERROR_INVALID_ARGUMENT;
+  }
+  return FLAGOS_SUCCESS;
+}
+
+flagosStatus_t deviceMalloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
+  return guard("malloc", [&] {
+    if (ptr == nullptr || bytes == 0) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton malloc: ptr NULL or 0 bytes");
+    }
+    *ptr = nullptr;
+    Device* device = findDevice("malloc", index);
+    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    std::lock_guard<std::mutex> lock(device->mu);
+    if (bytes > kCapacity - device->allocated) {
+      return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
+                  "skeleton malloc: %llu bytes requested, %llu of %llu free",
+                  static_cast<unsigned long long>(bytes),
+                  static_cast<unsigned long long>(kCapacity - device->allocated),
+                  static_cast<unsigned long long>(kCapacity));
+    }
+    const uint64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (p == nullptr)
+      return fail(FLAGOS_ERROR_OUT_OF_MEMORY, "skeleton malloc: host is out of memory");
+    device->live[reinterpret_cast<uintptr_t>(p)] = bytes;
+    device->allocated += bytes;
+    *ptr = p;
+    return FLAGOS_SUCCESS;
+  });
+}
+
+flagosStatus_t deviceFree(int32_t index, void* ptr) noexcept {
+  return guard("free", [&] {
+    Device* device = findDevice("free", index);
+    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    std::lock_guard<std::mutex> lock(device->mu);
+    const auto it = device->live.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == device->live.end()) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton free: %p was not returned by malloc",
+                  ptr);
+    }
+    device->allocated -= it->second;
+    device->live.erase(it);
+    std::free(ptr);
+    return FLAGOS_SUCCESS;
+  });
+}
+
+flagosStatus_t copy(void* dst, const void* src, uint64_t bytes, flagosMemcpyKind_t kind) noexcept {
+  return guard("memcpy", [&] {
+    if (bytes == 0) return FLAGOS_SUCCESS;  // memory.h: pointers not looked at
+    const flagosStatus_t checked = checkCopy("memcpy", dst, src, bytes, kind);
+    if (checked != FLAGOS_SUCCESS) return checked;
+    std::memmove(dst, src, bytes);
+    return FLAGOS_SUCCESS;
+  });
+}
+
+flagosStatus_t copyAsync(void* dst, const void* src, uint64_t bytes, flagosMemcpyKind_t kind,
+                         flagosStream_t stream) noexcept {
+  return guard("memcpyAsync", [&] {
+    if (!flagos_kit::validHandle("memcpyAsync", "stream", stream, kStreamMagic)) {
+      return FLAGOS_ERROR_INVALID_ARGUMENT;
+    }
+    if (bytes == 0) return FLAGOS_SUCCESS;
+    const flagosStatus_t checked = checkCopy("memcpyAsync", dst, src, bytes, kind);
+    if (checked != FLAGOS_SUCCESS) return checked;
+    stream->enqueue([=] {
+      std::memmove(dst, src, bytes);
+      return FLAGOS_SUCCESS;
+    });
+    return FLAGOS_SUCCESS;
+  });
+}
+
+flagosStatus_t fill(void* dst, const void* pattern, uint32_t pattern_size, uint64_t count,
+                    flagosStream_t stream) noexcept {
+  return guard("memFill", [&] {
+    if (!flagos_kit::validHandle("memFill", "stream", stream, kStreamMagic)) {
+      return FLAGOS_ERROR_INVALID_ARGUMENT;
+    }
+    if (pattern == nullptr ||
+        (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8)) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                  "skeleton memFill: pattern NULL or of %u bytes (1, 2, 4 or 8)", pattern_size);
+    }
+    if (count == 0) return FLAGOS_SUCCESS;
+    if (dst == nullptr || !isDeviceRange("memFill", dst, count * pattern_size)) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton memFill: dst is not device memory");
+    }
+    uint64_t value = 0;  // read now: the core passes a temporary
+    std::memcpy(&value, pattern, pattern_size);
+    stream->enqueue([=] {
+      auto* out = static_cast<unsigned char*>(dst);
+      for (uint64_t i = 0; i < count; ++i)
+        std::memcpy(out + i * pattern_size, &value, pattern_size);
+      return FLAGOS_SUCCESS;
+    });
+    return FLAGOS_SUCCESS;
+  });
+}
+
+flagosStatus_t getInfo(int32_t index, uint64_t* free_bytes, uint64_t* total_bytes) noexcept {
+  return guard("memGetInfo", [&] {
+    if (free_bytes == nullptr || total_bytes == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton memGetInfo: an out-parameter is NULL");
+    }
+    Device* device = findDevice("memGetInfo", index);
+    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    std::lock_guard<std::mutex> lock(device->mu);
+    *total_bytes = kCapacity;
+    *free_bytes = kCapacity - device->allocated;
+    return FLAGOS_SUCCESS;
+  });
+}
+
+}  // namespace
+
+bool isDeviceRange(const char* call, const void* ptr, uint64_t bytes) noexcept {
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  for (int32_t index = 0;; ++index) {
+    Device* device = findDevice(call, index);
+    if (device == nullptr) break;
+    std::lock_guard<std::mutex> lock(device->mu);
+    auto it = device->live.upper_bound(p);  // first allocation starting after p
+    if (it == device->live.begin()) continue;
+    --it;
+    if (p - it->first <= it->second && bytes <= it->first + it->second - p) return true;
+  }
+  fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton %s: [%p, +%llu) is not inside a live allocation",
+       call, ptr, static_cast<unsigned long long>(bytes));
+  return false;
+}
+
+const flagosMemoryTable* memoryTable() {
+  static const flagosMemoryTable table = [] {
+    flagosMemoryTable t{};
+    t.struct_size = sizeof(t);
+    t.malloc = deviceMalloc;
+    t.free = deviceFree;
+    t.memcpy = copy;
+    t.memcpyAsync = copyAsync;
+    t.memFill = fill;
+    t.memGetInfo = getInfo;
+    t.hostAlloc = nullptr;  // optional: the core uses ordinary host memory
+    t.hostFree = nullptr;
+    return t;
+  }();
+  return &table;
+}
+
+}  // namespace flagos_skeleton
