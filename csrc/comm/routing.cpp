@@ -9,16 +9,13 @@
 
 #include "comm/comm.h"
 #include "runtime/backend.h"
+#include "runtime/env.h"
 
 namespace flagos::comm {
 
 Mode modeFromEnv() {
-  const char* raw = std::getenv("FLAGOS_COMM");
-  std::string value = raw ? raw : "";
-  value.erase(0, value.find_first_not_of(" \t"));
-  value.erase(value.find_last_not_of(" \t") + 1);
-  std::transform(value.begin(), value.end(), value.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string raw = env::text("FLAGOS_COMM");
+  const std::string value = flagos_kit::lowered(raw);
   if (value.empty() || value == "auto") return Mode::kAuto;
   if (value == "vendor") return Mode::kVendor;
   if (value == "host") return Mode::kHost;

@@ -20,15 +20,15 @@
 #include "dispatch/device_check.h"
 #include "dispatch/op_stats.h"
 #include "runtime/backend.h"
+#include "runtime/env.h"
 #include "runtime/generator.h"
 
 namespace flagos {
 namespace {
 
-std::atomic<bool> g_log{[] {
-  const char* v = std::getenv("FLAGOS_LOG_FALLBACK");
-  return v != nullptr && std::string(v) == "1";
-}()};
+// Read at load; garbage is off here (a throw during static initialization
+// would abort the import), config.py reports it.
+std::atomic<bool> g_log{[] { return flagos_kit::envFlag("FLAGOS_LOG_FALLBACK", false); }()};
 
 void logOnce(const std::string& op) {
   static std::mutex mutex;

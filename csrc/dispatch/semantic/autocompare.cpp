@@ -39,6 +39,7 @@
 
 #include "dispatch/semantic/host_tier.h"
 #include "runtime/backend.h"
+#include "runtime/env.h"
 
 namespace flagos::semantic {
 
@@ -273,10 +274,8 @@ Diff compare(const at::Tensor& dev, const at::Tensor& ref, bool accumulates) {
 
 int initAutocompare() {
   std::call_once(g_once, [] {
-    const char* inject = std::getenv("FLAGOS_AUTOCOMPARE_INJECT");
-    g_inject = inject ? lower(inject) : "";
-    const char* v = std::getenv("FLAGOS_AUTOCOMPARE");
-    const int mode = parseMode(v ? v : "", "FLAGOS_AUTOCOMPARE");
+    g_inject = lower(env::text("FLAGOS_AUTOCOMPARE_INJECT"));
+    const int mode = parseMode(env::text("FLAGOS_AUTOCOMPARE"), "FLAGOS_AUTOCOMPARE");
     int expected = -1;  // _set_autocompare may have won the race: keep its value
     g_autocompare_mode.compare_exchange_strong(expected, mode);
   });

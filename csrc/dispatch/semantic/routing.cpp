@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "dispatch/semantic/catalog.h"
+#include "runtime/env.h"
 
 extern char** environ;
 
@@ -71,8 +72,7 @@ Routes parse() {
   }
   for (int i = 0; i < kNumOverloads; ++i) r.by_overload[i] = by_op[kOverloads[i].op];
 
-  const char* force = std::getenv("FLAGOS_FORCE_FALLBACK");
-  std::string pattern = force ? trim(force) : "";
+  std::string pattern = env::text("FLAGOS_FORCE_FALLBACK");
   if (!pattern.empty()) {
     if (pattern.find_first_of("*?[]()|^$\\+{}") != std::string::npos) {
       std::regex re;
