@@ -31,7 +31,13 @@ class CMakeBuild(build_ext):
         build_dir.mkdir(parents=True, exist_ok=True)
         jobs = os.environ.get("FLAGOS_BUILD_JOBS", "2")
         cfg = [
-            "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
+            "cmake",
+            "-S",
+            str(ROOT),
+            "-B",
+            str(build_dir),
+            "-G",
+            "Ninja",
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DFLAGOS_PY_OUTPUT_DIR={out_dir}",
             f"-DFLAGOS_BUILD_TESTS={os.environ.get('FLAGOS_BUILD_TESTS', 'ON')}",
@@ -48,5 +54,8 @@ class CMakeBuild(build_ext):
 setup(
     ext_modules=[Extension("flagos_torchfl._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
-    package_data={"flagos_torchfl": ["plugins/*.so"]},
+    # include/: the vendor headers behind get_include() (codegen/catalog.cmake).
+    package_data={
+        "flagos_torchfl": ["plugins/*.so", "include/flagos/*.h", "include/flagos_kit/*.h"]
+    },
 )

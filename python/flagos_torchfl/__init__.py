@@ -56,6 +56,7 @@ __all__ = [
     "cuda_alias",
     "distributed",
     "backend_info",
+    "get_include",
     "config",
     "initialize",
     "is_initialized",
@@ -64,6 +65,21 @@ __all__ = [
     "reset_op_stats",
     "wait_for_specializations",
 ]
+
+
+
+def get_include() -> str:
+    """The folder of the vendor headers, for building a plugin out of tree.
+
+    It holds flagos/*.h (the vendor ABI), flagos/ops.h (the operator catalog's
+    semantic IDs and argument orders, generated for this build) and
+    flagos_kit/*.h (the header-only plugin kit): `-I$(python -c "import
+    flagos_torchfl; print(flagos_torchfl.get_include())")`.
+    """
+    import os
+
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+
 
 _importing = False
 if _autoload_pending:

@@ -17,16 +17,15 @@ from typing import Any
 
 import torch
 
-from . import _core, config
+from . import _core, _state, config
+from ._state import DEVICE_TYPE, is_initialized  # noqa: F401 (re-exported)
 from ._text import format_bytes, table
 
-DEVICE_TYPE = "flagos"
 _PLUGIN_DIR = Path(__file__).resolve().parent / "plugins"
 # vendor.h: backend names are lower-case letters, digits and '_'.
 _BACKEND_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _UNCLAIMED = "privateuseone"
 
-_backend_name: str | None = None  # the backend initialize() brought up
 # Execution tiers, in the order the dispatcher tries them, then the core's own ops.
 TIERS = ("native", "generated", "decomposition", "fallback", "core")
 
@@ -97,12 +96,11 @@ def initialize(backend: str | None = None) -> None:
             the message names each plugin and why; or PrivateUse1 is owned by
             another extension; or a different backend is already running.
     """
-    global _backend_name
     name = _choose_backend(backend)
-    if _backend_name is not None:
-        if name not in ("auto", _backend_name):
+    if _state.backend_name is not None:
+        if name not in ("auto", _state.backend_name):
             raise RuntimeError(
-                f"flagos-torchfl is already initialized with backend '{_backend_name}'; "
+                f"flagos-torchfl is already initialized with backend '{_state.backend_name}'; "
                 f"cannot switch to '{name}' in the same process (start a new process)"
             )
         return
@@ -124,7 +122,9 @@ def initialize(backend: str | None = None) -> None:
     # the SDK is whole, background builds are stopped and waited for.
     atexit.register(C._stop_background_work, config.exit_timeout())
     C._set_log_fallback(config.log_fallback())
-    _backend_name = next(r["name"] for r in C._discovery_report() if r["status"] == "selected")
+    _state.backend_name = next(
+        r["name"] for r in C._discovery_report() if r["status"] == "selected"
+    )
     # After the device is up (the alias checks is_initialized()): the
     # backend's mixed-precision policy, then "cuda" as a logical device name
     # where no native CUDA works (docs/cuda-alias.md).
@@ -132,11 +132,6 @@ def initialize(backend: str | None = None) -> None:
 
     amp.install()
     cuda_alias.activate_cuda_alias()
-
-
-def is_initialized() -> bool:
-    """True once initialize() succeeded in this process."""
-    return _backend_name is not None
 
 
 def _autoload() -> None:
@@ -175,12 +170,7 @@ def _warn_unavailable(err: Exception) -> None:
     )
 
 
-def _require_initialized():
-    if not is_initialized():
-        raise RuntimeError(
-            "flagos-torchfl is not initialized: call flagos_torchfl.initialize() first"
-        )
-    return _core.C()
+_require_initialized = _state.require_initialized
 
 
 def backend_info(verbose: bool = True) -> dict[str, Any]:

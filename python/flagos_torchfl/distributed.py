@@ -28,9 +28,9 @@ from typing import Any
 import torch
 
 from . import _core
+from ._state import DEVICE_TYPE
 
 BACKEND_NAME = "fccl"
-DEVICE_TYPE = "flagos"
 #: What "nccl" becomes under the cuda alias (see rewrite_nccl_backend).
 NCCL_REPLACEMENT = f"cpu:gloo,{DEVICE_TYPE}:{BACKEND_NAME}"
 

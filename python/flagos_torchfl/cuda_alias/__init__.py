@@ -95,7 +95,7 @@ def native_cuda_available() -> bool:
 
 
 def _flagos_ready() -> bool:
-    from ..backend import is_initialized
+    from .._state import is_initialized
 
     return is_initialized()
 

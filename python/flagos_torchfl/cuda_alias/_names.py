@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-DEVICE_TYPE = "flagos"
+from .._state import DEVICE_TYPE
 
 _CUDA_NAME = re.compile(r"cuda(?::(\d+))?")
 _LEGACY_TYPE = re.compile(r"torch\.cuda\.(\w+Tensor)")

@@ -71,7 +71,7 @@ def _lazy_init() -> None:
             "Cannot re-initialize the flagos device in a forked subprocess. To use flagos with "
             "multiprocessing, use the 'spawn' start method."
         )
-    from ..backend import _require_initialized
+    from .._state import require_initialized as _require_initialized
 
     _require_initialized()._init_lazy()
     _initialized = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .. import _core
-from ..backend import DEVICE_TYPE
+from .._state import DEVICE_TYPE
 
 
 def _get_device_index(device=None, optional: bool = False, allow_cpu: bool = False) -> int:

@@ -181,14 +181,13 @@ def coverage(
 def _recording_device(backends: list[str] | None):
     """("flagos", op_stats) when the first backend comes up in this process, else
     ("cpu", None) (Note [Recorded on the device])."""
-    from .. import backend as _backend
-    from .. import initialize, is_initialized, op_stats
+    from .. import _state, initialize, is_initialized, op_stats
 
     want = backends[0] if backends else None
     try:
         if not is_initialized():
             initialize(want)
-        elif want not in (None, "auto", _backend._backend_name):
+        elif want not in (None, "auto", _state.backend_name):
             return "cpu", None  # another backend runs here: predictions only
     except (RuntimeError, ValueError):
         return "cpu", None

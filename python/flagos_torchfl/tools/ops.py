@@ -181,10 +181,9 @@ def support_list(backend: str | None = None) -> dict[str, Any]:
     In this process when nothing or the same backend is initialized; otherwise
     from `python -m flagos_torchfl ops --backend NAME --json -` in a subprocess.
     """
-    from .. import backend as _backend
-    from .. import initialize, is_initialized
+    from .. import _state, initialize, is_initialized
 
-    running = _backend._backend_name
+    running = _state.backend_name
     if backend in (None, "auto") or backend == running:
         return _local_support()
     if not is_initialized():
