@@ -67,7 +67,7 @@
 #include <unordered_map>
 #include <vector>
 
-include "dispatch/composite/composite.h"
+#include "dispatch/composite/composite.h"
 #include "dispatch/device_check.h"
 #include "flagos_kit/fnv1a.h"
 #include "dispatch/host_fallback.h"
