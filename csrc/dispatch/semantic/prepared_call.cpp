@@ -23,6 +23,20 @@
 namespace flagos::semantic {
 namespace {
 
+// The tensors of one call and the device it runs on.
+struct Operands {
+  c10::SmallVector<at::Tensor, 8> inputs;
+  c10::SmallVector<at::Tensor, 4> outputs;  // the written arguments, or the allocated returns
+  c10::Device device{c10::DeviceType::PrivateUse1};
+};
+
+// The call as the vendor ABI takes it.
+struct AbiArgs {
+  c10::SmallVector<DescStore, 8> store;
+  c10::SmallVector<flagosTensor, 8> in, out;
+  c10::SmallVector<flagosScalar, 16> scalars;
+};
+
 void appendTensors(const c10::IValue& v, c10::SmallVectorImpl<at::Tensor>& out, bool& ok) {
   if (v.isTensor()) {
     out.push_back(v.toTensor());
@@ -38,47 +52,146 @@ void appendTensors(const c10::IValue& v, c10::SmallVectorImpl<at::Tensor>& out, 
   }
 }
 
+// Inputs (and the written arguments), and the device they live on. False:
+// not a call for a kernel tier.
+bool gatherOperands(const OpSpec& spec, const OverloadSchema& schema, const c10::IValue* args,
+                    Operands& o) {
+  bool ok = true;
+  for (int a : schema.inputs) appendTensors(args[a], o.inputs, ok);
+  if (!ok) return false;
+  std::optional<c10::Device> device;
+  for (const at::Tensor& t : o.inputs) {
+    if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
+      device = t.device();
+      break;
+    }
+  }
+  if (schema.kind != OutKind::Functional) {
+    for (int a : schema.outputs) appendTensors(args[a], o.outputs, ok);
+    if (!ok) return false;
+    for (const at::Tensor& t : o.outputs) {
+      if (t.defined() && !device && t.device().type() == c10::DeviceType::PrivateUse1)
+        device = t.device();
+    }
+  }
+  if (!device) return false;
+  for (const at::Tensor& t : o.inputs) {
+    // CPU 0-dim tensors are scalars to ATen's pointwise ops; anything else
+    // on another device is the host tier's business (it raises or copies).
+    if (t.defined() && t.device() != *device &&
+        !(spec.family == Family::Pointwise && t.device().is_cpu() && t.dim() == 0)) {
+      return false;
+    }
+  }
+  for (const at::Tensor& t : o.outputs)
+    if (t.defined() && t.device() != *device) return false;
+  o.device = *device;
+  return true;
+}
+
+// Functional outputs allocated as the meta kernel shaped them; out=
+// outputs resized as it resized its copies. False: nothing to write to.
+bool shapeOutputs(const OverloadSchema& schema, const MetaResult& shapes, Operands& o) {
+  if (schema.kind == OutKind::Functional) {
+    for (const OutShape& m : shapes.outs) {
+      if (m.dtype == at::ScalarType::Undefined) {
+        o.outputs.emplace_back();
+        continue;
+      }
+      // Straight to the device allocator (what the core's empty_strided
+      // kernel does) under a guard: a trip through the dispatcher per
+      // output was ~0.1 us of a tiny op's cost.
+      const c10::DeviceGuard guard(o.device);
+      o.outputs.push_back(at::detail::empty_strided_generic(
+          m.sizes, m.strides, flagos::deviceAllocator(),
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype));
+    }
+  } else if (schema.kind == OutKind::Out) {
+    // The meta kernel resized its copies of the outputs: mirror that.
+    if (shapes.outs.size() != o.outputs.size()) return false;
+    for (size_t i = 0; i < o.outputs.size(); ++i) {
+      if (o.outputs[i].defined() &&
+          o.outputs[i].sizes() != c10::IntArrayRef(shapes.outs[i].sizes)) {
+        o.outputs[i].resize_(shapes.outs[i].sizes);
+      }
+    }
+  }
+  return !o.outputs.empty();
+}
+
+// Pointwise: the promoted inputs cast to the common dtype.
+// Note [CPU scalars are filled, not copied]
+// A CPU 0-dim input (ATen's wrapped scalar: add_(1), mul(x, 0.5) on a
+// tensor) becomes a device tensor by fill_, enqueued on the stream like
+// any kernel (memFill reads the pattern before it returns). A .to() is a
+// host-to-device copy from pageable memory, which synchronizes the stream
+// (Note [Copies are ordered on the current stream]): BatchNorm's
+// num_batches_tracked.add_(1) stalled every training step until all the
+// work queued before it had finished (host CNN step: 1.3 ms of waiting).
+void promoteInputs(const OpSpec& spec, Operands& o) {
+  at::native::ResultTypeState state;
+  for (int i = 0; i < static_cast<int>(o.inputs.size()) && i < 32; ++i)
+    if ((spec.promote_mask >> i & 1u) && o.inputs[i].defined())
+      state = at::native::update_result_type_state(o.inputs[i], state);
+  const at::ScalarType common = at::native::result_type(state);
+  for (int i = 0; i < static_cast<int>(o.inputs.size()) && i < 32; ++i) {
+    at::Tensor& t = o.inputs[i];
+    if (!t.defined()) continue;
+    const bool promoted = spec.promote_mask >> i & 1u;
+    const at::ScalarType dtype = promoted ? common : t.scalar_type();
+    if (t.device() != o.device) {
+      // Note [CPU scalars are filled, not copied]
+      t = at::empty({}, t.options().device(o.device).dtype(dtype)).fill_(t.item());
+    } else if (dtype != t.scalar_type()) {
+      t = t.to(dtype);
+    }
+  }
+}
+
+// Descriptors of the outputs and inputs (pointwise inputs broadcast to the
+// first output's shape).
+bool describeOperands(bool pointwise, const Operands& o, AbiArgs& abi) {
+  const size_t n_in = o.inputs.size(), n_out = o.outputs.size();
+  abi.store.resize_for_overwrite(n_in + n_out);  // describe() writes what it uses
+  abi.in.resize(n_in);
+  abi.out.resize(n_out);
+  for (size_t i = 0; i < n_out; ++i)
+    if (!describe(o.outputs[i], abi.out[i], abi.store[i])) return false;
+  for (size_t i = 0; i < n_in; ++i) {
+    const bool good =
+        pointwise ? describeBroadcast(o.inputs[i], o.outputs[0], abi.in[i], abi.store[n_out + i])
+                  : describe(o.inputs[i], abi.in[i], abi.store[n_out + i]);
+    if (!good) return false;
+  }
+  return true;
+}
+
+bool encodeScalars(const OpSpec& spec, const OverloadSchema& schema, const c10::IValue* args,
+                   const Operands& o, AbiArgs& abi) {
+  // Dims are normalized against the highest-rank input (cat may list 1-D
+  // empty tensors first; a reduction has one input).
+  int64_t ndim0 = o.inputs.empty() ? o.outputs[0].dim() : 0;
+  for (const at::Tensor& t : o.inputs)
+    if (t.defined()) ndim0 = std::max<int64_t>(ndim0, t.dim());
+  try {
+    for (int k = 0; k < spec.num_scalars; ++k)
+      if (!encodeScalar(spec.scalars[k], schema.scalars[k], args, ndim0, abi.scalars)) return false;
+  } catch (const c10::Error&) {
+    return false;  // e.g. a dim out of range: the host tier raises it properly
+  }
+  return true;
+}
+
 }  // namespace
 
 // Tier 1 (fn: the native kernel) or tier 2 (fn == nullptr: generated).
 Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn fn,
                                  torch::jit::Stack* stack) {
   const c10::IValue* args = stack->data() + (stack->size() - schema_.num_args);
+  Operands o;
+  if (!gatherOperands(spec_, schema_, args, o)) return Native::Skip;
 
-  // Inputs, and the device they live on.
-  c10::SmallVector<at::Tensor, 8> inputs;
-  bool ok = true;
-  for (int a : schema_.inputs) appendTensors(args[a], inputs, ok);
-  if (!ok) return Native::Skip;
-  std::optional<c10::Device> device;
-  for (const at::Tensor& t : inputs) {
-    if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
-      device = t.device();
-      break;
-    }
-  }
-  c10::SmallVector<at::Tensor, 4> outputs;
-  if (schema_.kind != OutKind::Functional) {
-    for (int a : schema_.outputs) appendTensors(args[a], outputs, ok);
-    if (!ok) return Native::Skip;
-    for (const at::Tensor& t : outputs) {
-      if (t.defined() && !device && t.device().type() == c10::DeviceType::PrivateUse1)
-        device = t.device();
-    }
-  }
-  if (!device) return Native::Skip;
-  for (const at::Tensor& t : inputs) {
-    // CPU 0-dim tensors are scalars to ATen's pointwise ops; anything else
-    // on another device is the host tier's business (it raises or copies).
-    if (t.defined() && t.device() != *device &&
-        !(spec_.family == Family::Pointwise && t.device().is_cpu() && t.dim() == 0)) {
-      return Native::Skip;
-    }
-  }
-  for (const at::Tensor& t : outputs)
-    if (t.defined() && t.device() != *device) return Native::Skip;
-
-  // Shapes and dtypes (Note [Shape inference cache]).
+  // Shapes and dtypes (Note [Shape inference cache], shape_cache.cpp).
   // Note [Argument errors come from the CPU]
   // The meta kernel also checks the arguments, but PyTorch's Python meta
   // registrations word some errors differently from the CPU kernels (mv:
@@ -94,114 +207,42 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
   } catch (const std::exception&) {
     return Native::Skip;
   }
-  if (schema_.kind == OutKind::Functional) {
-    for (const OutShape& m : shapes->outs) {
-      if (m.dtype == at::ScalarType::Undefined) {
-        outputs.emplace_back();
-        continue;
-      }
-      // Straight to the device allocator (what the core's empty_strided
-      // kernel does) under a guard: a trip through the dispatcher per
-      // output was ~0.1 us of a tiny op's cost.
-      const c10::DeviceGuard guard(*device);
-      outputs.push_back(at::detail::empty_strided_generic(
-          m.sizes, m.strides, flagos::deviceAllocator(),
-          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype));
-    }
-  } else if (schema_.kind == OutKind::Out) {
-    // The meta kernel resized its copies of the outputs: mirror that.
-    if (shapes->outs.size() != outputs.size()) return Native::Skip;
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      if (outputs[i].defined() && outputs[i].sizes() != c10::IntArrayRef(shapes->outs[i].sizes)) {
-        outputs[i].resize_(shapes->outs[i].sizes);
-      }
-    }
-  }
-  if (static_cast<int>(outputs.size()) < 1) return Native::Skip;
+  if (!shapeOutputs(schema_, *shapes, o)) return Native::Skip;
 
-  // Pointwise: promote and broadcast the inputs.
-  // Note [CPU scalars are filled, not copied]
-  // A CPU 0-dim input (ATen's wrapped scalar: add_(1), mul(x, 0.5) on a
-  // tensor) becomes a device tensor by fill_, enqueued on the stream like
-  // any kernel (memFill reads the pattern before it returns). A .to() is a
-  // host-to-device copy from pageable memory, which synchronizes the stream
-  // (Note [Copies are ordered on the current stream]): BatchNorm's
-  // num_batches_tracked.add_(1) stalled every training step until all the
-  // work queued before it had finished (host CNN step: 1.3 ms of waiting).
-  const at::Tensor& out0 = outputs[0];
   const bool pointwise = spec_.family == Family::Pointwise;
-  if (pointwise && spec_.promote_mask) {
-    at::native::ResultTypeState state;
-    for (int i = 0; i < static_cast<int>(inputs.size()) && i < 32; ++i)
-      if ((spec_.promote_mask >> i & 1u) && inputs[i].defined())
-        state = at::native::update_result_type_state(inputs[i], state);
-    const at::ScalarType common = at::native::result_type(state);
-    for (int i = 0; i < static_cast<int>(inputs.size()) && i < 32; ++i) {
-      at::Tensor& t = inputs[i];
-      if (!t.defined()) continue;
-      const bool promoted = spec_.promote_mask >> i & 1u;
-      const at::ScalarType dtype = promoted ? common : t.scalar_type();
-      if (t.device() != *device) {
-        // Note [CPU scalars are filled, not copied]
-        t = at::empty({}, t.options().device(*device).dtype(dtype)).fill_(t.item());
-      } else if (dtype != t.scalar_type()) {
-        t = t.to(dtype);
-      }
-    }
-  }
-
-  // Descriptors.
-  const size_t n_in = inputs.size(), n_out = outputs.size();
-  c10::SmallVector<DescStore, 8> store;
-  store.resize_for_overwrite(n_in + n_out);  // describe() writes what it uses
-  c10::SmallVector<flagosTensor, 8> in_desc(n_in), out_desc(n_out);
-  for (size_t i = 0; i < n_out; ++i)
-    if (!describe(outputs[i], out_desc[i], store[i])) return Native::Skip;
-  for (size_t i = 0; i < n_in; ++i) {
-    const bool good = pointwise ? describeBroadcast(inputs[i], out0, in_desc[i], store[n_out + i])
-                                : describe(inputs[i], in_desc[i], store[n_out + i]);
-    if (!good) return Native::Skip;
-  }
-  c10::SmallVector<flagosScalar, 16> scalars;
-  // Dims are normalized against the highest-rank input (cat may list 1-D
-  // empty tensors first; a reduction has one input).
-  int64_t ndim0 = inputs.empty() ? out0.dim() : 0;
-  for (const at::Tensor& t : inputs)
-    if (t.defined()) ndim0 = std::max<int64_t>(ndim0, t.dim());
-  try {
-    for (int k = 0; k < spec_.num_scalars; ++k)
-      if (!encodeScalar(spec_.scalars[k], schema_.scalars[k], args, ndim0, scalars))
-        return Native::Skip;
-  } catch (const c10::Error&) {
-    return Native::Skip;  // e.g. a dim out of range: the host tier raises it properly
-  }
+  if (pointwise && spec_.promote_mask) promoteInputs(spec_, o);
+  AbiArgs abi;
+  if (!describeOperands(pointwise, o, abi) || !encodeScalars(spec_, schema_, args, o, abi))
+    return Native::Skip;
 
   // Empty outputs: the meta kernel checked the arguments and there is
   // nothing to write (kernels and the generator need not handle numel 0).
-  if (std::all_of(outputs.begin(), outputs.end(),
+  if (std::all_of(o.outputs.begin(), o.outputs.end(),
                   [](const at::Tensor& t) { return !t.defined() || t.numel() == 0; }))
-    return finish(outputs, shapes, args, stack);
+    return finish(o.outputs, shapes, args, stack);
 
   // Call.
-  c10::DeviceGuard guard(*device);
-  flagosStream_t stream = flagos::currentVendorStream(device->index());
-  if (checksIndexRange(spec_)) checkIndexRange(spec_, inputs, scalars);  // Note [Index bounds]
+  c10::DeviceGuard guard(o.device);
+  flagosStream_t stream = flagos::currentVendorStream(o.device.index());
+  // Note [Index bounds] (index_bounds.cpp)
+  if (checksIndexRange(spec_)) checkIndexRange(spec_, o.inputs, abi.scalars);
+  const auto n_in = static_cast<int32_t>(abi.in.size());
+  const auto n_out = static_cast<int32_t>(abi.out.size());
+  const auto n_scalars = static_cast<int32_t>(abi.scalars.size());
   if (!fn) {
-    const kernels::Call call{out_desc.data(), static_cast<int32_t>(n_out),
-                             in_desc.data(),  static_cast<int32_t>(n_in),
-                             scalars.data(),  static_cast<int32_t>(scalars.size())};
-    if (!runGeneratedKernel(op_index_, device->index(), stream, call)) return Native::Skip;
-    return finish(outputs, shapes, args, stack);
+    const kernels::Call call{abi.out.data(),     n_out,    abi.in.data(), n_in,
+                             abi.scalars.data(), n_scalars};
+    if (!runGeneratedKernel(op_index_, o.device.index(), stream, call)) return Native::Skip;
+    return finish(o.outputs, shapes, args, stack);
   }
   const flagosStatus_t status =
-      fn(stream, out_desc.data(), static_cast<int32_t>(n_out), in_desc.data(),
-         static_cast<int32_t>(n_in), scalars.data(), static_cast<int32_t>(scalars.size()));
+      fn(stream, abi.out.data(), n_out, abi.in.data(), n_in, abi.scalars.data(), n_scalars);
   if (status == FLAGOS_ERROR_NOT_SUPPORTED || status == FLAGOS_ERROR_FALLBACK) return Native::Skip;
   if (status != FLAGOS_SUCCESS) {
     const std::string what = std::string("native kernel '") + spec_.id + "' for " + name_;
     flagos::check(status, what.c_str());
   }
-  return finish(outputs, shapes, args, stack);
+  return finish(o.outputs, shapes, args, stack);
 }
 
 // Replaces the arguments on @p stack by the returns.
