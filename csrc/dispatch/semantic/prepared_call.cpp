@@ -1,0 +1,283 @@
+// The prepared call of tiers 1 and 2: a call's tensors gathered from the
+// stack, its outputs shaped by the meta-shape cache and allocated, pointwise
+// inputs promoted and broadcast, descriptors and scalars built, then the
+// native kernel or a generated one launched and the returns pushed.
+#include <ATen/ATen.h>
+#include <ATen/native/TypeProperties.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "dispatch/semantic/descriptors.h"
+#include "dispatch/semantic/generated_tier.h"
+#include "dispatch/semantic/index_bounds.h"
+#include "dispatch/semantic/scalar_encoding.h"
+#include "dispatch/semantic/semantic_kernel.h"
+#include "runtime/allocator.h"
+#include "runtime/backend.h"
+#include "runtime/stream.h"
+
+namespace flagos::semantic {
+namespace {
+
+// The tensors of one call and the device it runs on.
+struct Operands {
+  c10::SmallVector<at::Tensor, 8> inputs;
+  c10::SmallVector<at::Tensor, 4> outputs;  // the written arguments, or the allocated returns
+  c10::Device device{c10::DeviceType::PrivateUse1};
+};
+
+// The call as the vendor ABI takes it.
+struct AbiArgs {
+  c10::SmallVector<DescStore, 8> store;
+  c10::SmallVector<flagosTensor, 8> in, out;
+  c10::SmallVector<flagosScalar, 16> scalars;
+};
+
+void appendTensors(const c10::IValue& v, c10::SmallVectorImpl<at::Tensor>& out, bool& ok) {
+  if (v.isTensor()) {
+    out.push_back(v.toTensor());
+  } else if (v.isNone()) {
+    out.emplace_back();
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef())
+      out.push_back(e.isNone() ? at::Tensor() : e.toTensor());
+  } else {
+    ok = false;
+  }
+}
+
+// Inputs (and the written arguments), and the device they live on. False:
+// not a call for a kernel tier.
+bool gatherOperands(const OpSpec& spec, const OverloadSchema& schema, const c10::IValue* args,
+                    Operands& o) {
+  bool ok = true;
+  for (int a : schema.inputs) appendTensors(args[a], o.inputs, ok);
+  if (!ok) return false;
+  std::optional<c10::Device> device;
+  for (const at::Tensor& t : o.inputs) {
+    if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
+      device = t.device();
+      break;
+    }
+  }
+  if (schema.kind != OutKind::Functional) {
+    for (int a : schema.outputs) appendTensors(args[a], o.outputs, ok);
+    if (!ok) return false;
+    for (const at::Tensor& t : o.outputs) {
+      if (t.defined() && !device && t.device().type() == c10::DeviceType::PrivateUse1)
+        device = t.device();
+    }
+  }
+  if (!device) return false;
+  for (const at::Tensor& t : o.inputs) {
+    // CPU 0-dim tensors are scalars to ATen's pointwise ops; anything else
+    // on another device is the host tier's business (it raises or copies).
+    if (t.defined() && t.device() != *device &&
+        !(spec.family == Family::Pointwise && t.device().is_cpu() && t.dim() == 0)) {
+      return false;
+    }
+  }
+  for (const at::Tensor& t : o.outputs)
+    if (t.defined() && t.device() != *device) return false;
+  o.device = *device;
+  return true;
+}
+
+// Functional outputs allocated as the meta kernel shaped them; out=
+// outputs resized as it resized its copies. False: nothing to write to.
+bool shapeOutputs(const OverloadSchema& schema, const MetaResult& shapes, Operands& o) {
+  if (schema.kind == OutKind::Functional) {
+    for (const OutShape& m : shapes.outs) {
+      if (m.dtype == at::ScalarType::Undefined) {
+        o.outputs.emplace_back();
+        continue;
+      }
+      // Straight to the device allocator (what the core's empty_strided
+      // kernel does) under a guard: a trip through the dispatcher per
+      // output was ~0.1 us of a tiny op's cost.
+      const c10::DeviceGuard guard(o.device);
+      o.outputs.push_back(at::detail::empty_strided_generic(
+          m.sizes, m.strides, flagos::deviceAllocator(),
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype));
+    }
+  } else if (schema.kind == OutKind::Out) {
+    // The meta kernel resized its copies of the outputs: mirror that.
+    if (shapes.outs.size() != o.outputs.size()) return false;
+    for (size_t i = 0; i < o.outputs.size(); ++i) {
+      if (o.outputs[i].defined() &&
+          o.outputs[i].sizes() != c10::IntArrayRef(shapes.outs[i].sizes)) {
+        o.outputs[i].resize_(shapes.outs[i].sizes);
+      }
+    }
+  }
+  return !o.outputs.empty();
+}
+
+// Pointwise: the promoted inputs cast to the common dtype.
+// Note [CPU scalars are filled, not copied]
+// A CPU 0-dim input (ATen's wrapped scalar: add_(1), mul(x, 0.5) on a
+// tensor) becomes a device tensor by fill_, enqueued on the stream like
+// any kernel (memFill reads the pattern before it returns). A .to() is a
+// host-to-device copy from pageable memory, which synchronizes the stream
+// (Note [Copies are ordered on the current stream]): BatchNorm's
+// num_batches_tracked.add_(1) stalled every training step until all the
+// work queued before it had finished (host CNN step: 1.3 ms of waiting).
+void promoteInputs(const OpSpec& spec, Operands& o) {
+  at::native::ResultTypeState state;
+  for (int i = 0; i < static_cast<int>(o.inputs.size()) && i < 32; ++i)
+    if ((spec.promote_mask >> i & 1u) && o.inputs[i].defined())
+      state = at::native::update_result_type_state(o.inputs[i], state);
+  const at::ScalarType common = at::native::result_type(state);
+  for (int i = 0; i < static_cast<int>(o.inputs.size()) && i < 32; ++i) {
+    at::Tensor& t = o.inputs[i];
+    if (!t.defined()) continue;
+    const bool promoted = spec.promote_mask >> i & 1u;
+    const at::ScalarType dtype = promoted ? common : t.scalar_type();
+    if (t.device() != o.device) {
+      // Note [CPU scalars are filled, not copied]
+      t = at::empty({}, t.options().device(o.device).dtype(dtype)).fill_(t.item());
+    } else if (dtype != t.scalar_type()) {
+      t = t.to(dtype);
+    }
+  }
+}
+
+// Descriptors of the outputs and inputs (pointwise inputs broadcast to the
+// first output's shape).
+bool describeOperands(bool pointwise, const Operands& o, AbiArgs& abi) {
+  const size_t n_in = o.inputs.size(), n_out = o.outputs.size();
+  abi.store.resize_for_overwrite(n_in + n_out);  // describe() writes what it uses
+  abi.in.resize(n_in);
+  abi.out.resize(n_out);
+  for (size_t i = 0; i < n_out; ++i)
+    if (!describe(o.outputs[i], abi.out[i], abi.store[i])) return false;
+  for (size_t i = 0; i < n_in; ++i) {
+    const bool good =
+        pointwise ? describeBroadcast(o.inputs[i], o.outputs[0], abi.in[i], abi.store[n_out + i])
+                  : describe(o.inputs[i], abi.in[i], abi.store[n_out + i]);
+    if (!good) return false;
+  }
+  return true;
+}
+
+bool encodeScalars(const OpSpec& spec, const OverloadSchema& schema, const c10::IValue* args,
+                   const Operands& o, AbiArgs& abi) {
+  // Dims are normalized against the highest-rank input (cat may list 1-D
+  // empty tensors first; a reduction has one input).
+  int64_t ndim0 = o.inputs.empty() ? o.outputs[0].dim() : 0;
+  for (const at::Tensor& t : o.inputs)
+    if (t.defined()) ndim0 = std::max<int64_t>(ndim0, t.dim());
+  try {
+    for (int k = 0; k < spec.num_scalars; ++k)
+      if (!encodeScalar(spec.scalars[k], schema.scalars[k], args, ndim0, abi.scalars)) return false;
+  } catch (const c10::Error&) {
+    return false;  // e.g. a dim out of range: the host tier raises it properly
+  }
+  return true;
+}
+
+}  // namespace
+
+// Tier 1 (fn: the native kernel) or tier 2 (fn == nullptr: generated).
+Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn fn,
+                                 torch::jit::Stack* stack) {
+  const c10::IValue* args = stack->data() + (stack->size() - schema_.num_args);
+  Operands o;
+  if (!gatherOperands(spec_, schema_, args, o)) return Native::Skip;
+
+  // Shapes and dtypes (Note [Shape inference cache], shape_cache.cpp).
+  // Note [Argument errors come from the CPU]
+  // The meta kernel also checks the arguments, but PyTorch's Python meta
+  // registrations word some errors differently from the CPU kernels (mv:
+  // "got input (3x4), vec (5)" where CPU says "got input (3), mat (3x4),
+  // vec (5)"), and a few overloads have no meta kernel at all. So a
+  // failing meta call only means "not on this tier": the call goes on,
+  // composites decline bad arguments, and the host tier raises CPU's own
+  // error (or, where only the meta kernel was missing, computes it). The
+  // fallback is counted like any other.
+  std::shared_ptr<const MetaResult> shapes;
+  try {
+    shapes = shapes_.inferShapes(op, args, schema_, spec_.family);
+  } catch (const std::exception&) {
+    return Native::Skip;
+  }
+  if (!shapeOutputs(schema_, *shapes, o)) return Native::Skip;
+
+  const bool pointwise = spec_.family == Family::Pointwise;
+  if (pointwise && spec_.promote_mask) promoteInputs(spec_, o);
+  AbiArgs abi;
+  if (!describeOperands(pointwise, o, abi) || !encodeScalars(spec_, schema_, args, o, abi))
+    return Native::Skip;
+
+  // Empty outputs: the meta kernel checked the arguments and there is
+  // nothing to write (kernels and the generator need not handle numel 0).
+  if (std::all_of(o.outputs.begin(), o.outputs.end(),
+                  [](const at::Tensor& t) { return !t.defined() || t.numel() == 0; }))
+    return finish(o.outputs, shapes, args, stack);
+
+  // Call.
+  c10::DeviceGuard guard(o.device);
+  flagosStream_t stream = flagos::currentVendorStream(o.device.index());
+  // Note [Index bounds] (index_bounds.cpp)
+  if (checksIndexRange(spec_)) checkIndexRange(spec_, o.inputs, abi.scalars);
+  const auto n_in = static_cast<int32_t>(abi.in.size());
+  const auto n_out = static_cast<int32_t>(abi.out.size());
+  const auto n_scalars = static_cast<int32_t>(abi.scalars.size());
+  if (!fn) {
+    const kernels::Call call{abi.out.data(),     n_out,    abi.in.data(), n_in,
+                             abi.scalars.data(), n_scalars};
+    if (!runGeneratedKernel(op_index_, o.device.index(), stream, call)) return Native::Skip;
+    return finish(o.outputs, shapes, args, stack);
+  }
+  const flagosStatus_t status =
+      fn(stream, abi.out.data(), n_out, abi.in.data(), n_in, abi.scalars.data(), n_scalars);
+  if (status == FLAGOS_ERROR_NOT_SUPPORTED || status == FLAGOS_ERROR_FALLBACK) return Native::Skip;
+  if (status != FLAGOS_SUCCESS) {
+    const std::string what = std::string("native kernel '") + spec_.id + "' for " + name_;
+    flagos::check(status, what.c_str());
+  }
+  return finish(o.outputs, shapes, args, stack);
+}
+
+// Replaces the arguments on @p stack by the returns.
+Native SemanticKernel::finish(c10::SmallVectorImpl<at::Tensor>& outputs,
+                              const std::shared_ptr<const MetaResult>& shapes,
+                              const c10::IValue* args, torch::jit::Stack* stack) {
+  switch (schema_.kind) {
+    case OutKind::Functional: {
+      torch::jit::drop(*stack, schema_.num_args);
+      size_t next = 0;
+      for (int32_t n : shapes->layout) {
+        if (n < 0) {
+          stack->emplace_back(outputs[next++]);
+        } else {
+          c10::List<at::Tensor> list;
+          for (int32_t j = 0; j < n; ++j) list.push_back(outputs[next++]);
+          stack->emplace_back(std::move(list));
+        }
+      }
+      break;
+    }
+    case OutKind::InPlace:
+    case OutKind::Out: {
+      c10::SmallVector<c10::IValue, 4> rets;
+      for (int a : schema_.outputs) rets.push_back(args[a]);
+      torch::jit::drop(*stack, schema_.num_args);
+      for (int i = 0; i < schema_.num_returns && i < static_cast<int>(rets.size()); ++i)
+        stack->push_back(std::move(rets[i]));
+      break;
+    }
+    case OutKind::Void:
+      torch::jit::drop(*stack, schema_.num_args);
+      break;
+  }
+  return Native::Done;
+}
+
+}  // namespace flagos::semantic

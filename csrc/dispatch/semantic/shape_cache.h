@@ -1,0 +1,79 @@
+// The meta-shape cache: output shapes, strides and dtypes of a call, from
+// the overload's meta kernel or from a cache of earlier results (Note
+// [Shape inference cache], Note [Shape classes] in shape_cache.cpp).
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/SmallVector.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "dispatch/semantic/catalog.h"
+#include "dispatch/semantic/schema.h"
+
+namespace flagos::semantic {
+
+struct OutShape {
+  at::ScalarType dtype;  // Undefined: an undefined return (output_mask false)
+  c10::SmallVector<int64_t, 6> sizes, strides;
+};
+struct MetaResult {
+  std::vector<OutShape> outs;
+  std::vector<int32_t> layout;            // per return: -1 one tensor, n: a list of n
+  mutable std::atomic<bool> used{false};  // Note [Shape inference across processes]
+};
+using ShapeKey = std::vector<int64_t>;
+
+// Meta kernel calls, and results synthesized from a shape class
+// (_shape_store_info).
+extern std::atomic<int64_t> g_meta_calls, g_class_hits;
+
+// One overload's cache; thread-safe.
+class ShapeCache {
+ public:
+  // The shapes of one call of @p op (@p args: its arguments on the stack).
+  // Throws what the meta kernel throws.
+  std::shared_ptr<const MetaResult> inferShapes(const c10::OperatorHandle& op,
+                                                const c10::IValue* args,
+                                                const OverloadSchema& schema, Family family);
+
+  // Note [Shape inference across processes]: the results this process
+  // used, in order of first use, until @p visit returns false.
+  void forEachUsed(const std::function<bool(const ShapeKey&, const MetaResult&)>& visit) const;
+  // A result an earlier process stored (not counted as used).
+  void insert(const ShapeKey& key, std::shared_ptr<const MetaResult> result);
+
+ private:
+  struct KeyHash {
+    size_t operator()(const ShapeKey& k) const noexcept;
+  };
+  struct ShapeClass {
+    std::vector<at::ScalarType> dtypes;  // per output
+    std::vector<int32_t> layout;
+  };
+
+  std::shared_ptr<const MetaResult> findExact(const ShapeKey& key);
+  std::shared_ptr<const MetaResult> fromClass(const ShapeKey& ckey,
+                                              const std::vector<int64_t>& shape);
+  void remember(ShapeKey&& key, const std::shared_ptr<const MetaResult>& result);
+  void learnClass(ShapeKey&& ckey, const std::vector<int64_t>& shape, const MetaResult& r);
+  void markUsed(const ShapeKey& key, const std::shared_ptr<const MetaResult>& r);
+
+  std::shared_mutex cache_mu_;
+  std::unordered_map<ShapeKey, std::shared_ptr<const MetaResult>, KeyHash> cache_;
+  std::unordered_map<ShapeKey, ShapeClass, KeyHash> classes_;  // Note [Shape classes]
+  mutable std::mutex used_mu_;
+  std::vector<std::pair<ShapeKey, std::shared_ptr<const MetaResult>>> used_;  // first use order
+};
+
+}  // namespace flagos::semantic
