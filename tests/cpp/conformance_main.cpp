@@ -42,34 +42,7 @@ bool isHostPlugin() {
 }
 
 const char* statusName(flagosStatus_t status) {
-  switch (status) {
-    case FLAGOS_SUCCESS:
-      return "FLAGOS_SUCCESS";
-    case FLAGOS_ERROR_INVALID_ARGUMENT:
-      return "FLAGOS_ERROR_INVALID_ARGUMENT";
-    case FLAGOS_ERROR_NOT_SUPPORTED:
-      return "FLAGOS_ERROR_NOT_SUPPORTED";
-    case FLAGOS_ERROR_FALLBACK:
-      return "FLAGOS_ERROR_FALLBACK";
-    case FLAGOS_ERROR_NOT_READY:
-      return "FLAGOS_ERROR_NOT_READY";
-    case FLAGOS_ERROR_OUT_OF_MEMORY:
-      return "FLAGOS_ERROR_OUT_OF_MEMORY";
-    case FLAGOS_ERROR_DEVICE:
-      return "FLAGOS_ERROR_DEVICE";
-    case FLAGOS_ERROR_NO_DEVICE:
-      return "FLAGOS_ERROR_NO_DEVICE";
-    case FLAGOS_ERROR_COMPILE:
-      return "FLAGOS_ERROR_COMPILE";
-    case FLAGOS_ERROR_TIMEOUT:
-      return "FLAGOS_ERROR_TIMEOUT";
-    case FLAGOS_ERROR_ABI_MISMATCH:
-      return "FLAGOS_ERROR_ABI_MISMATCH";
-    case FLAGOS_ERROR_INTERNAL:
-      return "FLAGOS_ERROR_INTERNAL";
-    default:
-      return "(unknown status code)";
-  }
+  return flagosStatusString(status);
 }
 
 ::testing::AssertionResult rejectedAsInvalid(flagosStatus_t status) {
