@@ -11,14 +11,6 @@
 
 namespace flagos::semantic {
 
-// Where flagos keeps what outlives a process: $FLAGOS_CACHE_DIR, else
-// $XDG_CACHE_HOME/flagos, else ~/.cache/flagos ("" when none is known).
-std::string defaultCacheDir();
-
-// FLAGOS_PRELOAD (on|off; Note [Kernel preload], Note [Shape inference
-// across processes]); a bad value throws.
-bool preloadEnabled();
-
 // Whether semantic op @p op (index into kOps) has a recipe and the active
 // backend a compiler table. Cheap after the first call per op.
 bool hasGeneratedKernel(int op);

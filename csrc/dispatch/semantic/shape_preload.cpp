@@ -13,10 +13,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dispatch/semantic/cache_dir.h"
 #include "dispatch/semantic/catalog.h"
-#include "dispatch/semantic/generated_tier.h"
 #include "dispatch/semantic/semantic_kernel.h"
 #include "dispatch/semantic/shape_cache.h"
+#include "dispatch/semantic/shape_preload.h"
 #include "dispatch/semantic/shape_store.h"
 #include "runtime/backend.h"
 
@@ -93,7 +94,7 @@ static void saveShapeStore() {
   }
 }
 
-static void loadShapeStore() {
+void loadShapeStore() {
   if (!preloadEnabled()) return;
   const std::string path = shapeStorePath();
   std::vector<StoredShape> shapes;
@@ -127,7 +128,6 @@ static void loadShapeStore() {
   static const bool saved_at_exit = (std::atexit(saveShapeStore), true);
   (void)saved_at_exit;
 }
-const bool kShapeStoreHooked = (onInitialized(loadShapeStore), true);
 
 }  // namespace flagos::semantic
 

@@ -17,8 +17,8 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "dispatch/semantic/cache_dir.h"
 #include "dispatch/semantic/catalog.h"
-#include "dispatch/semantic/generated_tier.h"
 #include "flagos_kit/fnv1a.h"
 #include "kernels/disk_store.h"
 

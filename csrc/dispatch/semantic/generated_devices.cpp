@@ -1,0 +1,94 @@
+// The per-device generators (generated_devices.h).
+#include "dispatch/semantic/generated_devices.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "dispatch/semantic/cache_dir.h"
+#include "dispatch/semantic/generated_target.h"
+#include "dispatch/semantic/kernel_preload.h"
+#include "runtime/backend.h"
+#include "runtime/lifecycle.h"
+#include "runtime/plugin_loader.h"
+
+namespace flagos::semantic {
+
+Generators& Generators::get() {
+  static Generators* g = new Generators();  // leaked: kernels may run at exit
+  return *g;
+}
+
+DeviceGenerator& Generators::device(c10::DeviceIndex logical) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // No background compile may be inside the SDK's compiler while it
+  // tears down (Note [Stopping background work], runtime/lifecycle.h).
+  static const bool stop_at_exit =
+      (registerBackgroundStopper(
+           "the kernel cache's background builds",
+           [](std::chrono::milliseconds bound) { return Generators::get().stopAll(bound); }),
+       true);
+  (void)stop_at_exit;
+  auto& slot = devices_[logical];
+  if (!slot) slot = create(logical);
+  return *slot;
+}
+
+bool Generators::stopAll(std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  bool idle = true;
+  for (DeviceGenerator* d : all()) {
+    const auto left = std::max(std::chrono::milliseconds(0),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   deadline - std::chrono::steady_clock::now()));
+    idle = d->cache->stopBackground(left) && idle;
+    if (d->first_launches) d->first_launches->close();
+    writeManifest(*d);
+  }
+  return idle;
+}
+
+std::vector<DeviceGenerator*> Generators::all() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<DeviceGenerator*> out;
+  for (auto& [index, d] : devices_) out.push_back(d.get());
+  return out;
+}
+
+std::unique_ptr<DeviceGenerator> Generators::create(c10::DeviceIndex logical) {
+  const Backend& b = backend();
+  const flagosCompilerTable* compiler = b.tables.compiler;
+  const int32_t physical = physicalDevice(logical);
+  auto d = std::make_unique<DeviceGenerator>();
+  d->target.language = compiler->language;
+  d->target.local_size = localSize(physical);
+  kernels::CacheConfig config;
+  const std::string root = defaultCacheDir();
+  config.dir = root.empty() ? "" : root + "/kernels";
+  const std::string device = deviceIdentity(physical);
+  // Note [Kernel preload]: the last process's manifest answers fp64 and
+  // lists the kernels to load in the background.
+  kernels::Manifest manifest;
+  bool preload = false;
+  if (preloadEnabled()) {
+    d->manifest_path = manifestPath(config.dir, d->target.language, device);
+    preload = !d->manifest_path.empty() && kernels::readManifest(d->manifest_path, &manifest);
+  }
+  d->target.fp64 = preload ? manifest.fp64 : probeFp64(compiler, physical);
+  config.max_disk_bytes = maxDiskBytes(config.max_disk_bytes);
+  config.compile_threads = compileThreads(config.compile_threads);
+  config.device_arch = device + (d->target.fp64 ? "|fp64" : "");
+  config.last_error = [] { return detail::lastError(backend().tables); };
+  d->cache = std::make_unique<kernels::KernelCache>(compiler, physical, std::move(config));
+  d->first_launches =
+      std::make_unique<FirstLaunches>(physical, d->target.local_size, manifest.kernels);
+  if (preload) {
+    std::vector<kernels::KernelKey> keys;
+    for (const kernels::UsedKernel& k : manifest.kernels) keys.push_back(k.key);
+    FirstLaunches* first = d->first_launches.get();  // lives as long as the cache's pool
+    d->cache->preload(keys, [first](const auto& loaded) { first->run(loaded); });
+    d->earlier = std::move(manifest);
+  }
+  return d;
+}
+
+}  // namespace flagos::semantic

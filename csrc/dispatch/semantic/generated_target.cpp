@@ -1,0 +1,58 @@
+// Compiler and target discovery for the generated tier (generated_target.h).
+#include "dispatch/semantic/generated_target.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/backend.h"
+
+namespace flagos::semantic {
+
+bool hasCompiler() {
+  static const bool has = isInitialized() && backend().tables.compiler != nullptr;
+  return has;
+}
+
+std::string deviceIdentity(int32_t physical) {
+  const Backend& b = backend();
+  flagosDeviceProperties props{};
+  props.struct_size = sizeof(props);
+  check(b.tables.device->getProperties(physical, &props), "getProperties");
+  return b.name + "|" + b.probe.sdk_version + "|" + b.probe.driver_version + "|" +
+         std::string(props.arch, strnlen(props.arch, sizeof(props.arch))) + "|" +
+         std::string(props.name, strnlen(props.name, sizeof(props.name)));
+}
+
+uint64_t localSize(int32_t physical) {
+  flagosDeviceProperties props{};
+  props.struct_size = sizeof(props);
+  check(backend().tables.device->getProperties(physical, &props), "getProperties");
+  const uint64_t max = props.max_work_group_size != 0 ? props.max_work_group_size : UINT32_MAX;
+  uint64_t local = props.preferred_work_group_size != 0 ? props.preferred_work_group_size
+                                                        : std::min<uint64_t>(256, max);
+  if (const char* v = std::getenv("FLAGOS_WORK_GROUP_SIZE"); v && *v) {
+    char* end = nullptr;
+    const long long n = std::strtoll(v, &end, 10);
+    TORCH_CHECK(end && *end == '\0' && n >= 1 && static_cast<uint64_t>(n) <= max,
+                "FLAGOS_WORK_GROUP_SIZE='", v, "': expected a work-group size from 1 to ", max,
+                " (the device's limit)");
+    local = static_cast<uint64_t>(n);
+  }
+  return std::min(local, max);
+}
+
+bool probeFp64(const flagosCompilerTable* c, int32_t physical) {
+  if (std::strcmp(c->language, "opencl-c") != 0) return true;
+  const char* src =
+      "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+      "__kernel void flagos_fp64_probe(__global double* p, ulong off) { p[0] = 1.0; }\n";
+  flagosProgram_t program = nullptr;
+  if (c->programBuild(physical, src, "", &program) != FLAGOS_SUCCESS) return false;
+  c->programDestroy(program);
+  return true;
+}
+
+}  // namespace flagos::semantic

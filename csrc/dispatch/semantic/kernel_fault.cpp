@@ -1,0 +1,30 @@
+// FLAGOS_KERNEL_FAULT (kernel_fault.h): read once; unset, emitFor is emit.
+#include "dispatch/semantic/kernel_fault.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace flagos::semantic {
+namespace {
+
+// FLAGOS_KERNEL_FAULT (testing): the semantic ID whose sources are broken.
+const std::string& faultyOp() {
+  static const std::string op = [] {
+    const char* env = std::getenv("FLAGOS_KERNEL_FAULT");
+    return std::string(env ? env : "");
+  }();
+  return op;
+}
+
+}  // namespace
+
+kernels::Source emitFor(const char* id, const kernels::Recipe& recipe,
+                        const kernels::Signature& sig, kernels::Variant variant,
+                        const kernels::Target& target) {
+  kernels::Source source = kernels::emit(recipe, sig, variant, target);
+  if (!faultyOp().empty() && faultyOp() == id)
+    source.text += "\n#error FLAGOS_KERNEL_FAULT injected a compile error\n";
+  return source;
+}
+
+}  // namespace flagos::semantic

@@ -1,0 +1,56 @@
+// The specialization policy and the background build settings
+// (specialization.h).
+#include "dispatch/semantic/specialization.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+
+namespace flagos::semantic {
+
+const Policy& policy() {
+  static const Policy p = [] {
+    Policy out;
+    const char* env = std::getenv("FLAGOS_SPECIALIZE");
+    if (!env || !*env) return out;
+    const std::string v(env);
+    out.text = v;
+    if (v == "off") {
+      out.kind = Policy::Off;
+    } else if (v == "eager") {
+      out.kind = Policy::Eager;
+    } else if (v.rfind("after:", 0) == 0) {
+      char* end = nullptr;
+      const long long n = std::strtoll(v.c_str() + 6, &end, 10);
+      TORCH_CHECK(end && *end == '\0' && n >= 1, "FLAGOS_SPECIALIZE='", v,
+                  "': expected off, eager or after:N with N >= 1");
+      out.kind = Policy::After;
+      out.after = n;
+    } else {
+      TORCH_CHECK(false, "FLAGOS_SPECIALIZE='", v, "': expected off, eager or after:N with N >= 1");
+    }
+    return out;
+  }();
+  return p;
+}
+
+int compileThreads(int fallback) {
+  if (const char* t = std::getenv("FLAGOS_COMPILE_THREADS"); t && *t) {
+    char* end = nullptr;
+    const long n = std::strtol(t, &end, 10);
+    TORCH_CHECK(end && *end == '\0' && n >= 1 && n <= 64, "FLAGOS_COMPILE_THREADS='", t,
+                "': expected a number of threads from 1 to 64");
+    return static_cast<int>(n);
+  }
+  return fallback;
+}
+
+bool SpecializationCounts::due(const kernels::KernelKey& key) {
+  const Policy& p = policy();
+  if (p.kind == Policy::Eager) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (seen_.size() > 65536) seen_.clear();  // bounded; worst case a late request
+  return ++seen_[key] == p.after;
+}
+
+}  // namespace flagos::semantic
