@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/emit.h"
 #include "runtime/backend.h"
 
 namespace flagos::semantic {
@@ -45,12 +46,11 @@ uint64_t localSize(int32_t physical) {
 }
 
 bool probeFp64(const flagosCompilerTable* c, int32_t physical) {
-  if (std::strcmp(c->language, "opencl-c") != 0) return true;
-  const char* src =
-      "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
-      "__kernel void flagos_fp64_probe(__global double* p, ulong off) { p[0] = 1.0; }\n";
+  const kernels::Dialect* dialect = kernels::dialectFor(c->language);
+  const std::string src = dialect ? dialect->fp64Probe() : "";
+  if (src.empty()) return true;
   flagosProgram_t program = nullptr;
-  if (c->programBuild(physical, src, "", &program) != FLAGOS_SUCCESS) return false;
+  if (c->programBuild(physical, src.c_str(), "", &program) != FLAGOS_SUCCESS) return false;
   c->programDestroy(program);
   return true;
 }
