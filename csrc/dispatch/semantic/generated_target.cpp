@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -13,7 +14,14 @@
 namespace flagos::semantic {
 
 bool hasCompiler() {
-  static const bool has = isInitialized() && backend().tables.compiler != nullptr;
+  // Kept only once a backend is loaded: asked before initialize() (the
+  // cache stats, a tool listing the generated ops), the answer is "not yet".
+  static std::atomic<int> known{0};  // 0: not yet, 1: no compiler, 2: a compiler
+  const int k = known.load(std::memory_order_acquire);
+  if (k != 0) return k == 2;
+  if (!isInitialized()) return false;
+  const bool has = backend().tables.compiler != nullptr;
+  known.store(has ? 2 : 1, std::memory_order_release);
   return has;
 }
 

@@ -9,7 +9,8 @@
 
 namespace flagos::semantic {
 
-// Whether the active backend has a compiler table (false before initialize).
+// Whether the active backend has a compiler table (false before
+// initialize; cached from then on).
 bool hasCompiler();
 
 // Everything about a device that changes a binary: backend, SDK and driver
