@@ -91,7 +91,7 @@ def is_list_type(t: str) -> bool:
 
 def classify_outputs(schema):
     """Number of outputs the bridge will find for this overload (mirrors
-    Note [Finding the outputs] in csrc/dispatch/semantic/bridge.cpp)."""
+    Note [Finding the outputs] in csrc/dispatch/semantic/schema.cpp)."""
     args = list(schema.arguments)
     out_args = [a for a in args if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
     if out_args:

@@ -1,5 +1,5 @@
 // A hook for device-to-device copies that change layout or dtype: the
-// generated tier (csrc/dispatch/semantic/generated_tier.cpp, Note [Generated
+// generated tier (csrc/dispatch/semantic/generated_copy.cpp, Note [Generated
 // copies]) registers a kernel here at start-up; copy_ops.cpp tries it before
 // staging the copy through the host. A core built without the catalog has
 // none.

@@ -48,19 +48,31 @@ class Dialect {
                                 const std::string& index, const std::string& value) const {
     return "";
   }
+  // File-scope lines a program needs before it uses atomicAdd on @p dtype.
+  virtual std::string atomicsPrelude(flagosDtype_t dtype) const { return ""; }
+  // Whether scatter-like index kernels run one work item per source element
+  // (so only in place, adding with atomicAdd) rather than as one serial
+  // work item that first copies self into out (Note [Index kernels]).
+  virtual bool parallelScatters() const = 0;
+  // Build options of a kernel; @p specialized: its shape is baked in.
+  virtual std::string buildOptions(bool specialized) const { return ""; }
+  // A program that builds only where the device compiles double-precision
+  // code (the generated tier's fp64 probe); "" where double always builds.
+  virtual std::string fp64Probe() const { return ""; }
 };
 
 std::unique_ptr<Dialect> makeCDialect();
 std::unique_ptr<Dialect> makeOpenCLDialect();
-// nullptr for a language without an emitter.
-std::unique_ptr<Dialect> dialectFor(const std::string& language);
+// The one place a language name maps to a Dialect (one instance per
+// language, never freed); nullptr for a language without an emitter.
+const Dialect* dialectFor(const std::string& language);
 
 // Helpers shared by the dialects' preludes: integer and NaN-propagating
 // float helpers, written once over the macros FLAGOS_I64/FLAGOS_U64/FLAGOS_FN.
 std::string commonHelpers(bool fp64);
 
 // Index / shape kernels (index.cpp): file-scope lines (pragmas) and body.
-std::string indexPrelude(const Recipe& recipe, const Signature& sig, const Target& target);
+std::string indexPrelude(const Recipe& recipe, const Signature& sig, const Dialect& dl);
 std::string indexBody(const Recipe& recipe, const Signature& sig, const Dialect& dl,
                       const Target& target);
 // Window kernels (window.cpp): the body.

@@ -107,6 +107,11 @@ class CDialect : public Dialect {
            "  const int64_t gid = (int64_t)item;\n  if (gid >= meta.work) continue;\n";
   }
   const char* skip() const override { return "continue"; }
+  // Serial: torch CPU's order, so duplicate indices give torch's result.
+  bool parallelScatters() const override { return false; }
+  // The host plugin's cc runs -O2, whose cost model does not vectorize
+  // loops that need alias checks; specialized kernels are worth -O3.
+  std::string buildOptions(bool specialized) const override { return specialized ? "-O3" : ""; }
   std::string close(const std::string& name, const std::vector<Param>& params) const override {
     return "  }\n}\nconst int " + name + "_num_args = " + std::to_string(params.size()) + ";\n";
   }

@@ -78,7 +78,7 @@ class OpenCLDialect : public Dialect {
   }
   const char* skip() const override { return "return"; }
   // Floats by compare-and-swap on their bits; 64-bit needs
-  // cl_khr_int64_base_atomics (index.cpp enables it).
+  // cl_khr_int64_base_atomics (atomicsPrelude enables it).
   std::string atomicAdd(flagosDtype_t d, const std::string& ptr, const std::string& i,
                         const std::string& v) const override {
     const std::string a = "(" + ptr + " + " + i + ")";
@@ -100,6 +100,16 @@ class OpenCLDialect : public Dialect {
       default:
         return "";
     }
+  }
+  std::string atomicsPrelude(flagosDtype_t d) const override {
+    if (d == FLAGOS_DTYPE_INT64 || d == FLAGOS_DTYPE_FLOAT64)
+      return "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n";
+    return "";
+  }
+  bool parallelScatters() const override { return true; }
+  std::string fp64Probe() const override {
+    return "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+           "__kernel void flagos_fp64_probe(__global double* p, ulong off) { p[0] = 1.0; }\n";
   }
   std::string close(const std::string&, const std::vector<Param>&) const override { return "}\n"; }
 };

@@ -7,7 +7,8 @@
 //   item per SOURCE element writing out[...]. "c" runs them serially (one
 //   work item looping over all; torch CPU's order, so duplicate indices
 //   give torch's result) and first copies self into out when they differ;
-//   "opencl-c" takes only in-place calls (out is self) and adds atomically.
+//   "opencl-c" takes only in-place calls (out is self) and adds atomically
+//   (Dialect::parallelScatters).
 // Out-of-range index values do not raise on this tier: gathers read 0,
 // scatters skip the element. Only generic kernels (no shape baked in).
 #include <algorithm>
@@ -140,7 +141,8 @@ bool indexKeyFor(const Recipe& recipe, const Call& call, Variant variant, const 
                  KernelKey* key, std::string* why_not) {
   const std::string& id = recipe.id;
   const IndexOp op = recipe.index_op;
-  const bool opencl = target.language == "opencl-c";
+  const Dialect* dl = dialectFor(target.language);
+  const bool parallel = dl && dl->parallelScatters();  // in place only, atomic adds
   if (variant == Variant::Specialized) return reject(why_not, id + ": generic kernel only");
   const bool cat = op == IndexOp::Cat;
   // constant_pad_nd's {pad, len: 8} arrives as 8 scalars.
@@ -230,9 +232,9 @@ bool indexKeyFor(const Recipe& recipe, const Call& call, Variant variant, const 
     if (out.dtype != self.dtype || !sameLayout(out, self))
       return reject(why_not, id + ": out and self differ in dtype or shape");
     // One kernel cannot copy self first and then scatter in parallel.
-    if (opencl && out.data != self.data)
+    if (parallel && out.data != self.data)
       return reject(why_not, id + ": only the in-place form is generated for OpenCL");
-    if (opencl && isAdd(op)) {
+    if (parallel && isAdd(op)) {
       const flagosDtype_t d = out.dtype;
       if (d != FLAGOS_DTYPE_FLOAT32 && d != FLAGOS_DTYPE_FLOAT64 && d != FLAGOS_DTYPE_INT32 &&
           d != FLAGOS_DTYPE_INT64)
@@ -280,8 +282,9 @@ uint64_t packIndex(const Recipe& recipe, const Call& call, const Target& target,
   aux[16] = numel(self);
   aux[17] = self.ndim;
   meta->insert(meta->end(), aux, aux + kAux);
-  // "c" runs scatters as one serial work item (it also copies self).
-  if (isScatter(op) && target.language == "c") return 1;
+  // Serial scatters are one work item (it also copies self).
+  const Dialect* dl = dialectFor(target.language);
+  if (isScatter(op) && dl && !dl->parallelScatters()) return 1;
   return static_cast<uint64_t>(work);
 }
 
@@ -294,12 +297,9 @@ std::vector<MetaField> indexMetaLayout(int num_operands) {
           {"aux", kAux}};
 }
 
-std::string indexPrelude(const Recipe& recipe, const Signature& sig, const Target& target) {
-  if (target.language != "opencl-c" || !isAdd(recipe.index_op)) return "";
-  const flagosDtype_t d = sig.operands[0].dtype;
-  if (d == FLAGOS_DTYPE_INT64 || d == FLAGOS_DTYPE_FLOAT64)
-    return "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n";
-  return "";
+std::string indexPrelude(const Recipe& recipe, const Signature& sig, const Dialect& dl) {
+  if (!dl.parallelScatters() || !isAdd(recipe.index_op)) return "";
+  return dl.atomicsPrelude(sig.operands[0].dtype);
 }
 
 std::string indexBody(const Recipe& r, const Signature& sig, const Dialect& dl,
@@ -310,7 +310,7 @@ std::string indexBody(const Recipe& r, const Signature& sig, const Dialect& dl,
   const int nops = static_cast<int>(sig.operands.size());
   const flagosDtype_t odt = sig.operands[0].dtype;
   const std::string T = !isFloating(odt) ? L : odt == FLAGOS_DTYPE_FLOAT64 ? "double" : "float";
-  const bool serial = isScatter(op) && target.language == "c";
+  const bool serial = isScatter(op) && !dl.parallelScatters();
   auto P = [](int k) { return "p" + std::to_string(k); };
   auto O = [](int k) { return "o" + std::to_string(k); };
   auto load = [&](int k, const std::string& i) { return dl.load(sig.operands[k].dtype, P(k), i); };

@@ -80,7 +80,7 @@ struct CacheStats {
 // kernel's launch shapes (LaunchLog, on the launch path: a few relaxed
 // loads once a shape was seen); the manifest carries them to the next
 // process, which repeats them once its preloaded kernels are loaded, on a
-// stream of its own, in the background (generated_tier.cpp). Measured on
+// stream of its own, in the background (first_launches.cpp). Measured on
 // the opencl training step (fresh process, warm cache, medians of 6
 // interleaved pairs): first iteration 5.5 ms with, 6.4 ms without.
 struct LaunchShape {

@@ -1,5 +1,6 @@
 // keyFor() and signatureOf(): what selects a kernel, and the copy of a call
 // that emit() works from.
+#include "kernels/emit.h"
 #include "kernels/recipe.h"
 
 namespace flagos::kernels {
@@ -43,7 +44,7 @@ void genericKey(const Recipe& recipe, const Call& call, Variant variant, const T
 
 bool keyFor(const Recipe& recipe, const Call& call, Variant variant, const Target& target,
             KernelKey* key, std::string* why_not) {
-  if (target.language != "c" && target.language != "opencl-c") {
+  if (!dialectFor(target.language)) {
     return reject(why_not, "no emitter for language '" + target.language + "'");
   }
   if (recipe.kind == RecipeKind::Index) {

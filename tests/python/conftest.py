@@ -113,12 +113,18 @@ def check_ok(proc: subprocess.CompletedProcess) -> str:
 
 @pytest.fixture(scope="session")
 def test_plugin():
-    """test_plugin("wrong_abi") -> path of build/test_plugins/libflagos_test_wrong_abi.so."""
+    """test_plugin("wrong_abi") -> path of build/test_plugins/libflagos_test_wrong_abi.so.
+
+    "host_fallback" is tests/plugins/host_fallback_plugin.c, the host plugin
+    with kernels that return FLAGOS_ERROR_FALLBACK.
+    """
 
     def path(breakage: str) -> str:
         lib = TEST_PLUGIN_DIR / f"libflagos_test_{breakage}.so"
         if breakage == "entry_crashes":  # aborts when opened: kept in a folder of its own
             lib = TEST_PLUGIN_DIR / "isolated" / lib.name
+        if breakage == "host_fallback":  # a working plugin: kept apart from the broken ones
+            lib = TEST_PLUGIN_DIR / "wrapping" / lib.name
         if not lib.exists():
             message = f"{lib} is not built (FLAGOS_BUILD_TESTS=OFF?)"
             if os.environ.get("CI"):

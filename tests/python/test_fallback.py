@@ -116,6 +116,44 @@ def test_no_fallback_log_by_default(run_python):
         assert fallback_lines(proc.stderr, op) == [], proc.stderr
 
 
+# A native kernel returning FLAGOS_ERROR_FALLBACK asks for the host tier
+# (status.h), so the core skips the generated and decomposition tiers. The
+# test plugin (tests/plugins/host_fallback_plugin.c) is the host plugin with
+# such relu and mse_loss kernels; without the request relu would run a
+# generated kernel and mse_loss its composite.
+PLUGIN_ASKS_HOST = """
+import json, torch, torch.nn.functional as F, flagos_torchfl as ft
+ft.initialize("test_host_fallback")
+x, y = torch.randn(4, 5), torch.randn(4, 5)
+d = torch.device("flagos")
+xd, yd = x.to(d), y.to(d)
+ft.reset_op_stats()
+relu, mse = torch.relu(xd), F.mse_loss(xd, yd)
+stats = ft.op_stats()
+print(json.dumps({
+    "results_ok": torch.equal(relu.cpu(), torch.relu(x))
+    and torch.allclose(mse.cpu(), F.mse_loss(x, y)),
+    "relu": stats.get("aten::relu", {}),
+    "mse_loss": stats.get("aten::mse_loss", {}),
+    "generated_launches": ft.kernel_cache_stats().get("launches", 0),
+}))
+"""
+
+
+def test_plugin_fallback_status_goes_to_the_host_tier(run_python, test_plugin):
+    proc = run_python(
+        PLUGIN_ASKS_HOST, FLAGOS_PLUGIN_PATH=test_plugin("host_fallback"), FLAGOS_LOG_FALLBACK="1"
+    )
+    result = json.loads(check_ok(proc).strip().splitlines()[-1])
+    assert result["results_ok"], result
+    assert result["relu"] == {"fallback": 1}, result
+    assert result["mse_loss"] == {"fallback": 1}, result
+    assert result["generated_launches"] == 0, result
+    # Logged once like any fallback, saying that the plugin asked and why.
+    (line,) = fallback_lines(proc.stderr, "aten::relu")
+    assert "asked for the host (test plugin: this call is for the host)" in line, line
+
+
 # Note [Argument errors come from the CPU]: a catalog operator whose meta
 # kernel rejects the arguments goes on to the host tier, which raises the
 # CPU kernel's own error (PyTorch's Python meta kernel for mv words it

@@ -241,6 +241,41 @@ def test_a_bad_preload_value_is_a_clear_error(tmp_path):
     assert "FLAGOS_PRELOAD='sometimes': expected on or off" in proc.stderr, proc.stderr
 
 
+# Asking whether the backend has a compiler before initialize() (the raw
+# cache stats op, the list of generated ops) says "not yet", not "never": the
+# answer is only kept once a backend is loaded.
+ASKED_BEFORE_INITIALIZE = """
+import json, torch, flagos_torchfl as ft
+import flagos_torchfl._C  # the core, loaded but not initialized (tools do this)
+before = json.loads(torch.ops.flagos._kernel_cache_stats())["compiler"]
+generated_before = list(torch.ops.flagos._catalog_generated_ids())
+ft.initialize("host")
+x = torch.randn(8)
+got = torch.relu(x.to("flagos")).cpu()
+print(json.dumps({
+    "before": before,
+    "generated_before": generated_before,
+    "after": ft.kernel_cache_stats()["compiler"],
+    "relu_generated": "relu" in torch.ops.flagos._catalog_generated_ids(),
+    "relu": ft.op_stats().get("aten::relu", {}),
+    "equal": torch.equal(got, torch.relu(x)),
+}))
+"""
+
+
+def test_the_compiler_is_found_when_asked_before_initialize(tmp_path):
+    why = _has_compiler("host")
+    if why:
+        pytest.skip(why)
+    proc = python_subprocess(
+        ASKED_BEFORE_INITIALIZE, FLAGOS_CACHE_DIR=str(tmp_path), FLAGOS_OP_RELU="generated"
+    )
+    r = json.loads(check_ok(proc).strip().splitlines()[-1])
+    assert r["before"] is None and r["generated_before"] == [], r
+    assert r["after"] == "c" and r["relu_generated"], r
+    assert r["relu"] == {"generated": 1} and r["equal"], r
+
+
 def test_corrupt_cache_files_are_rebuilt(backend, tmp_path):
     first = run(backend, PERSIST, tmp_path, FLAGOS_SPECIALIZE="off")
     files = sorted((tmp_path / "kernels").rglob("*.fkc"))

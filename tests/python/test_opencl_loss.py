@@ -200,8 +200,8 @@ def test_backward_out_of_range_target_is_an_error(results):
 
 
 def test_backward_out_of_range_target_raises_cpu_error(results):
-    # The kernel hands the call on, the backward composite checks targets too
-    # (Note [Targets out of range]) and declines, and the host raises CPU's error.
+    # The kernel returns FLAGOS_ERROR_FALLBACK: the core runs the call on the
+    # host, whose CPU kernel raises CPU's error.
     cpu, flagos = results["errors"]["backward_direct"]
     assert flagos == cpu
 

@@ -22,12 +22,11 @@
 // (flagos::check). So both kernels record the first bad row with an atomic
 // min in a per-device int (INT_MAX when none), the call reads it back (one
 // small blocking read, as CPU's own check and the composite's need), and a
-// bad row makes the call return FLAGOS_ERROR_FALLBACK: the core's later
-// tiers run, the composite declines (Note [Targets out of range]) and the
-// host tier raises CPU's exact error (a direct nll_loss_backward call gets
-// the backward composite's RuntimeError instead: it does not check targets;
-// under autograd the forward has raised first). The int is reset before
-// returning, so later calls work. One lock per device covers the kernel arguments, the
+// bad row makes the call return FLAGOS_ERROR_FALLBACK: the core runs it on
+// the host tier, whose CPU kernel raises CPU's exact error. (The core checks
+// forward targets before any kernel, Note [Index bounds]; a direct
+// nll_loss_backward call is the one that gets here.) The int is reset
+// before returning, so later calls work. One lock per device covers the kernel arguments, the
 // int and the read-back: calls on two streams take turns.
 //
 // The program is built from source once per device (context) and kept; the

@@ -15,8 +15,9 @@
 //     chose (memory format preserved). Pointwise inputs are broadcast to the
 //     output shape (stride 0) and cast to the promoted dtype
 //     (prepared_call.cpp). The kernel is called on the current stream of the
-//     output's device. NOT_SUPPORTED / FALLBACK from the kernel, or no
-//     kernel at all, moves on to the next tier; other statuses raise.
+//     output's device. NOT_SUPPORTED from the kernel, or no kernel at
+//     all, moves on to the next tier; FALLBACK (the plugin asks for the
+//     host, status.h) goes straight to tier 4; other statuses raise.
 //  2. generated: a kernel from the generator and the kernel cache
 //     (generated_tier.h), for operators whose catalog row has a recipe, on
 //     backends with a compiler table. Same prepared call as tier 1; the
@@ -109,10 +110,13 @@ Tier SemanticKernel::run(const c10::OperatorHandle& op, Route route, torch::jit:
   }
   if (route == Route::Auto || route == Route::Native) {
     if (flagosKernelFn fn = kernel()) {
-      if (tryKernel(op, fn, stack) == Native::Done) {
+      std::string why_host;
+      const Native got = tryKernel(op, fn, stack, &why_host);
+      if (got == Native::Done) {
         recordOpCall(counters(), Tier::Native);
         return Tier::Native;
       }
+      if (got == Native::Host) return runHostTier(op, stack, &why_host);
     }
   }
   if (route != Route::Fallback && hasGeneratedKernel(op_index_)) {
@@ -132,12 +136,27 @@ Tier SemanticKernel::run(const c10::OperatorHandle& op, Route route, torch::jit:
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse3), stack);
     return Tier::Decomposition;
   }
+  return runHostTier(op, stack, nullptr);
+}
+
+Tier SemanticKernel::runHostTier(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                                 const std::string* asked) {
   if (recordOpCall(counters(), Tier::Fallback) && flagos::logFallback()) {
-    std::fprintf(stderr,
-                 "[flagos] %s (semantic op '%s') has no kernel on backend '%s': running it on the "
-                 "host (CPU fallback); later calls are only counted (flagos_torchfl.op_stats())\n",
-                 name_.c_str(), spec_.id,
-                 flagos::isInitialized() ? flagos::backend().name.c_str() : "?");
+    const char* backend_name = flagos::isInitialized() ? flagos::backend().name.c_str() : "?";
+    if (asked) {
+      std::fprintf(stderr,
+                   "[flagos] %s (semantic op '%s'): the native kernel of backend '%s' asked for "
+                   "the host%s%s%s: running it on the host (CPU fallback); later calls are only "
+                   "counted (flagos_torchfl.op_stats())\n",
+                   name_.c_str(), spec_.id, backend_name, asked->empty() ? "" : " (",
+                   asked->c_str(), asked->empty() ? "" : ")");
+    } else {
+      std::fprintf(
+          stderr,
+          "[flagos] %s (semantic op '%s') has no kernel on backend '%s': running it on the "
+          "host (CPU fallback); later calls are only counted (flagos_torchfl.op_stats())\n",
+          name_.c_str(), spec_.id, backend_name);
+    }
   }
   runOnHost(op, spec_.host_op, schema_.mutated, stack);
   return Tier::Fallback;

@@ -4,15 +4,24 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/emit.h"
 #include "runtime/backend.h"
 
 namespace flagos::semantic {
 
 bool hasCompiler() {
-  static const bool has = isInitialized() && backend().tables.compiler != nullptr;
+  // Kept only once a backend is loaded: asked before initialize() (the
+  // cache stats, a tool listing the generated ops), the answer is "not yet".
+  static std::atomic<int> known{0};  // 0: not yet, 1: no compiler, 2: a compiler
+  const int k = known.load(std::memory_order_acquire);
+  if (k != 0) return k == 2;
+  if (!isInitialized()) return false;
+  const bool has = backend().tables.compiler != nullptr;
+  known.store(has ? 2 : 1, std::memory_order_release);
   return has;
 }
 
@@ -45,12 +54,11 @@ uint64_t localSize(int32_t physical) {
 }
 
 bool probeFp64(const flagosCompilerTable* c, int32_t physical) {
-  if (std::strcmp(c->language, "opencl-c") != 0) return true;
-  const char* src =
-      "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
-      "__kernel void flagos_fp64_probe(__global double* p, ulong off) { p[0] = 1.0; }\n";
+  const kernels::Dialect* dialect = kernels::dialectFor(c->language);
+  const std::string src = dialect ? dialect->fp64Probe() : "";
+  if (src.empty()) return true;
   flagosProgram_t program = nullptr;
-  if (c->programBuild(physical, src, "", &program) != FLAGOS_SUCCESS) return false;
+  if (c->programBuild(physical, src.c_str(), "", &program) != FLAGOS_SUCCESS) return false;
   c->programDestroy(program);
   return true;
 }

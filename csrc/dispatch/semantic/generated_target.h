@@ -9,7 +9,8 @@
 
 namespace flagos::semantic {
 
-// Whether the active backend has a compiler table (false before initialize).
+// Whether the active backend has a compiler table (false before
+// initialize; cached from then on).
 bool hasCompiler();
 
 // Everything about a device that changes a binary: backend, SDK and driver
@@ -20,7 +21,8 @@ std::string deviceIdentity(int32_t physical);
 // launch on @p physical; FLAGOS_WORK_GROUP_SIZE overrides the device's.
 uint64_t localSize(int32_t physical);
 
-// Whether the device compiles double-precision code: a tiny probe build.
+// Whether the device compiles double-precision code: a tiny probe build
+// where the dialect has one (Dialect::fp64Probe).
 bool probeFp64(const flagosCompilerTable* c, int32_t physical);
 
 }  // namespace flagos::semantic

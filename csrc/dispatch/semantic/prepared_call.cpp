@@ -18,6 +18,7 @@
 #include "dispatch/semantic/semantic_kernel.h"
 #include "runtime/allocator.h"
 #include "runtime/backend.h"
+#include "runtime/plugin_loader.h"
 #include "runtime/stream.h"
 
 namespace flagos::semantic {
@@ -186,7 +187,7 @@ bool encodeScalars(const OpSpec& spec, const OverloadSchema& schema, const c10::
 
 // Tier 1 (fn: the native kernel) or tier 2 (fn == nullptr: generated).
 Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn fn,
-                                 torch::jit::Stack* stack) {
+                                 torch::jit::Stack* stack, std::string* why_host) {
   const c10::IValue* args = stack->data() + (stack->size() - schema_.num_args);
   Operands o;
   if (!gatherOperands(spec_, schema_, args, o)) return Native::Skip;
@@ -237,7 +238,12 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
   }
   const flagosStatus_t status =
       fn(stream, abi.out.data(), n_out, abi.in.data(), n_in, abi.scalars.data(), n_scalars);
-  if (status == FLAGOS_ERROR_NOT_SUPPORTED || status == FLAGOS_ERROR_FALLBACK) return Native::Skip;
+  if (status == FLAGOS_ERROR_NOT_SUPPORTED) return Native::Skip;
+  if (status == FLAGOS_ERROR_FALLBACK) {  // status.h: run this request on the host
+    // Read now: the host tier's copies call into the plugin again.
+    if (why_host) *why_host = detail::lastError(backend().tables);
+    return Native::Host;
+  }
   if (status != FLAGOS_SUCCESS) {
     const std::string what = std::string("native kernel '") + spec_.id + "' for " + name_;
     flagos::check(status, what.c_str());

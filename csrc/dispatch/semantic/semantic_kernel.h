@@ -23,8 +23,12 @@
 
 namespace flagos::semantic {
 
-// Outcome of the native tier.
-enum class Native : uint8_t { Done, Skip };
+// Outcome of a kernel tier.
+enum class Native : uint8_t {
+  Done,  // the kernel ran; the stack holds the returns
+  Skip,  // not on this tier: the next one
+  Host,  // the plugin asked for the host tier (FLAGOS_ERROR_FALLBACK)
+};
 
 class SemanticKernel final : public c10::OperatorKernel {
  public:
@@ -51,12 +55,17 @@ class SemanticKernel final : public c10::OperatorKernel {
   Tier run(const c10::OperatorHandle& op, Route route, torch::jit::Stack* stack);
   void analyze(const c10::OperatorHandle& op);
   bool runComposite(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+  // Tier 4; @p asked: the plugin's reason when its kernel asked for it.
+  Tier runHostTier(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                   const std::string* asked);
   OpCounters* counters();
   flagosKernelFn kernel();
 
   // Tier 1 (fn: the native kernel) or tier 2 (fn == nullptr: generated);
-  // prepared_call.cpp.
-  Native tryKernel(const c10::OperatorHandle& op, flagosKernelFn fn, torch::jit::Stack* stack);
+  // prepared_call.cpp. On Native::Host, @p why_host holds the plugin's
+  // last error.
+  Native tryKernel(const c10::OperatorHandle& op, flagosKernelFn fn, torch::jit::Stack* stack,
+                   std::string* why_host = nullptr);
   Native finish(c10::SmallVectorImpl<at::Tensor>& outputs,
                 const std::shared_ptr<const MetaResult>& shapes, const c10::IValue* args,
                 torch::jit::Stack* stack);

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "generator_harness.h"
+#include "kernels/emit.h"
 #include "kernels/expr.h"
 #include "kernels/recipe.h"
 
@@ -235,6 +236,27 @@ TEST(KernelKeys, RefusesWhatItCannotGenerate) {
   EXPECT_NE(why.find("fp64"), std::string::npos) << why;
   EXPECT_FALSE(
       keyFor(*recipeFor("add"), dcall, Variant::Generic, Target{"cuda-c", true}, &key, &why));
+}
+
+// Language questions are Dialect methods (emit.h); only dialectFor maps a
+// language name to a class, one instance each.
+TEST(Dialects, AnswerTheLanguageQuestions) {
+  const Dialect* c = dialectFor("c");
+  const Dialect* cl = dialectFor("opencl-c");
+  ASSERT_NE(c, nullptr);
+  ASSERT_NE(cl, nullptr);
+  EXPECT_EQ(dialectFor("c"), c);
+  EXPECT_EQ(dialectFor("cuda-c"), nullptr);
+  EXPECT_FALSE(c->parallelScatters());
+  EXPECT_TRUE(cl->parallelScatters());
+  EXPECT_EQ(c->buildOptions(true), "-O3");
+  EXPECT_EQ(c->buildOptions(false), "");
+  EXPECT_EQ(cl->buildOptions(true), "");
+  EXPECT_EQ(c->fp64Probe(), "");
+  EXPECT_NE(cl->fp64Probe().find("cl_khr_fp64"), std::string::npos);
+  EXPECT_EQ(c->atomicsPrelude(I64), "");
+  EXPECT_NE(cl->atomicsPrelude(I64).find("cl_khr_int64_base_atomics"), std::string::npos);
+  EXPECT_EQ(cl->atomicsPrelude(F32), "");
 }
 
 TEST(Pack, ArgumentsFollowTheLaunchConvention) {
