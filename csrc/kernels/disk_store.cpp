@@ -109,7 +109,8 @@ DiskStore::DiskStore(std::string dir, uint64_t max_bytes)
 
 std::string DiskStore::fileName(const std::string& file_key) {
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, flagos_kit::fnv1a(file_key.data(), file_key.size()));
+  std::snprintf(buf, sizeof buf, "%016" PRIx64,
+                flagos_kit::fnv1a(file_key.data(), file_key.size()));
   return std::string(buf) + kSuffix;
 }
 

@@ -67,7 +67,6 @@ __all__ = [
 ]
 
 
-
 def get_include() -> str:
     """The folder of the vendor headers, for building a plugin out of tree.
 
