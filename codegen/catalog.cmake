@@ -10,7 +10,10 @@ add_custom_command(
   OUTPUT ${FLAGOS_CATALOG_OUT}/catalog_table.cpp
          ${FLAGOS_CATALOG_OUT}/include/flagos/ops.h
          ${FLAGOS_CATALOG_OUT}/catalog_report.txt
-  COMMAND ${Python3_EXECUTABLE} ${FLAGOS_CATALOG_GEN}
+  # Without autoload: a stale flagos_torchfl entry point (an editable install
+  # whose clone is gone) would make `import torch` fail before we are built.
+  COMMAND ${CMAKE_COMMAND} -E env TORCH_DEVICE_BACKEND_AUTOLOAD=0
+          ${Python3_EXECUTABLE} ${FLAGOS_CATALOG_GEN}
           --catalog ${FLAGOS_CATALOG_YAML} --out-dir ${FLAGOS_CATALOG_OUT}
   DEPENDS ${FLAGOS_CATALOG_YAML} ${FLAGOS_CATALOG_GEN}
   COMMENT "Generating the operator catalog tables and flagos/ops.h"
