@@ -149,6 +149,27 @@ void promoteInputs(const OpSpec& spec, Operands& o) {
   }
 }
 
+// Note [Contiguous retry]
+// Many native kernels take contiguous inputs only, and backward passes hand
+// them strided ones: the gradient of a sum or a mean is a stride-0 expand, a
+// transposed view reaches a GEMM backward. A kernel that declines such a
+// call (NOT_SUPPORTED) is offered it once more with contiguous copies of
+// its inputs (device copies on the same stream), before the call goes to a
+// slower tier. Outputs are never copied: a written argument must stay the
+// caller's tensor. Pointwise inputs are not retried: their descriptors are
+// broadcasts of the output shape, which every pointwise kernel must read.
+// Returns whether any input changed (else the retry would be the same call).
+bool contiguousInputs(Operands& o) {
+  bool changed = false;
+  for (at::Tensor& t : o.inputs) {
+    if (t.defined() && !t.is_contiguous()) {
+      t = t.contiguous();
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 // Descriptors of the outputs and inputs (pointwise inputs broadcast to the
 // first output's shape).
 bool describeOperands(bool pointwise, const Operands& o, AbiArgs& abi) {
@@ -236,8 +257,12 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
     if (!runGeneratedKernel(op_index_, o.device.index(), stream, call)) return Native::Skip;
     return finish(o.outputs, shapes, args, stack);
   }
-  const flagosStatus_t status =
+  flagosStatus_t status =
       fn(stream, abi.out.data(), n_out, abi.in.data(), n_in, abi.scalars.data(), n_scalars);
+  if (status == FLAGOS_ERROR_NOT_SUPPORTED && !pointwise && contiguousInputs(o) &&
+      describeOperands(false, o, abi)) {
+    status = fn(stream, abi.out.data(), n_out, abi.in.data(), n_in, abi.scalars.data(), n_scalars);
+  }
   if (status == FLAGOS_ERROR_NOT_SUPPORTED) return Native::Skip;
   if (status == FLAGOS_ERROR_FALLBACK) {  // status.h: run this request on the host
     // Read now: the host tier's copies call into the plugin again.
