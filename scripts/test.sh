@@ -25,7 +25,8 @@ run "$PYTHON" -m pytest tests/python
 if "$PYTHON" -c 'import flagos_torchfl as ft; ft.initialize("opencl")' >/dev/null 2>&1; then
   run env FLAGOS_BACKEND=opencl "$PYTHON" examples/quickstart.py
   run env FLAGOS_BACKEND=opencl "$PYTHON" -m pytest tests/python/test_opinfo_catalog.py \
-    tests/python/test_training_any_backend.py tests/python/test_models.py
+    tests/python/test_tier_agreement.py tests/python/test_training_any_backend.py \
+    tests/python/test_models.py
 elif [ -n "${CI:-}" ]; then
   failed+=("opencl backend unavailable (PoCL is installed by scripts/setup.sh)")
 fi

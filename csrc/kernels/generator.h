@@ -124,6 +124,13 @@ struct KernelKeyHash {
 bool keyFor(const Recipe& recipe, const Call& call, Variant variant, const Target& target,
             KernelKey* key, std::string* why_not);
 
+// Whether @p recipe's kernels in @p language take only calls whose output is
+// their `self` input (in place): "opencl-c" scatters add atomically into the
+// destination and cannot first copy self into a fresh output. A functional
+// call then never reaches this tier (the bridge decomposes it into a clone
+// and the in-place op), and `ops` predicts so.
+bool inPlaceOnly(const Recipe& recipe, const std::string& language);
+
 // (toString and KernelKeyHash are implemented in kernel_key.cpp.)
 
 // Self-contained copy of what emit() needs from a call (dtypes, shapes,

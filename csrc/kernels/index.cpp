@@ -416,4 +416,10 @@ std::string indexBody(const Recipe& r, const Signature& sig, const Dialect& dl,
   return s.str();
 }
 
+bool inPlaceOnly(const Recipe& recipe, const std::string& language) {
+  const Dialect* dl = dialectFor(language);
+  return recipe.kind == RecipeKind::Index && isScatter(recipe.index_op) && dl &&
+         dl->parallelScatters();
+}
+
 }  // namespace flagos::kernels

@@ -119,7 +119,8 @@ Tier SemanticKernel::run(const c10::OperatorHandle& op, Route route, torch::jit:
       if (got == Native::Host) return runHostTier(op, stack, &why_host);
     }
   }
-  if (route != Route::Fallback && hasGeneratedKernel(op_index_)) {
+  if (route != Route::Fallback && hasGeneratedKernel(op_index_) &&
+      !(schema_.kind == OutKind::Functional && generatedInPlaceOnly(op_index_))) {
     if (tryKernel(op, nullptr, stack) == Native::Done) {
       recordOpCall(counters(), Tier::Generated);
       return Tier::Generated;

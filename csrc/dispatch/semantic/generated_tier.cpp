@@ -215,6 +215,11 @@ bool hasGeneratedKernel(int op) {
   return hasCompiler() && Recipes::get().find(op) != nullptr;
 }
 
+bool generatedInPlaceOnly(int op) {
+  const kernels::Recipe* recipe = hasCompiler() ? Recipes::get().find(op) : nullptr;
+  return recipe && kernels::inPlaceOnly(*recipe, backend().tables.compiler->language);
+}
+
 bool runGeneratedKernel(int op, c10::DeviceIndex device, flagosStream_t stream,
                         const kernels::Call& call) {
   const kernels::Recipe* recipe = Recipes::get().find(op);

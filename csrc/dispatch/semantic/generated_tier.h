@@ -15,6 +15,10 @@ namespace flagos::semantic {
 // backend a compiler table. Cheap after the first call per op.
 bool hasGeneratedKernel(int op);
 
+// Whether op @p op's generated kernel takes in-place calls only
+// (kernels::inPlaceOnly for the active compiler's language).
+bool generatedInPlaceOnly(int op);
+
 // Runs @p call (prepared by the bridge exactly as for a native kernel) with
 // a generated kernel on @p stream of logical device @p device. False: the
 // generator declined this call or its kernel failed to compile (reported

@@ -40,6 +40,13 @@ std::vector<std::string> catalogGeneratedIds() {
   return out;
 }
 
+std::vector<std::string> catalogGeneratedInPlaceOnlyIds() {
+  std::vector<std::string> out;
+  for (int i = 0; i < kNumOps; ++i)
+    if (generatedInPlaceOnly(i)) out.emplace_back(kOps[i].id);
+  return out;
+}
+
 std::vector<std::string> catalogCompositeIds() {
   std::vector<std::string> out;
   for (int i = 0; i < kNumOps; ++i)
@@ -80,4 +87,6 @@ TORCH_LIBRARY_FRAGMENT(flagos, m) {
   m.def("_catalog_routes() -> str[]", &flagos::semantic::catalogRoutes);
   m.def("_catalog_generated_ids() -> str[]", &flagos::semantic::catalogGeneratedIds);
   m.def("_catalog_composite_ids() -> str[]", &flagos::semantic::catalogCompositeIds);
+  m.def("_catalog_generated_in_place_only_ids() -> str[]",
+        &flagos::semantic::catalogGeneratedInPlaceOnlyIds);
 }

@@ -192,13 +192,9 @@ def bench(
         total = sum(t["total_ms"] for t in timed.values()) or 1.0
         rows = []
         for name, t in sorted(timed.items(), key=lambda kv: -kv[1]["total_ms"]):
-            via = name if name in observed else ops.out_overload(name)
-            counted = observed.get(via)
-            if counted:  # by its own name, or as its structured `.out` kernel
-                tier = max(counted, key=counted.get)
-                if via != name and tier == "native":
-                    tier = "decomposition"
-                predicted = False
+            seen = coverage.observed_tier(name, observed)
+            if seen:  # by its own name, or as its structured out= kernel
+                (tier, via), predicted = seen, False
             else:
                 via, tier, predicted = None, coverage.tier_of(name, support), True
             rows.append(

@@ -12,6 +12,7 @@ backend other than the one running here is asked in a subprocess.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
@@ -25,7 +26,9 @@ from ._output import add_output_arguments, render, write_json
 # tries native, generated, decomposition, host. Without running anything we
 # predict: route "fallback" -> fallback; a native kernel for the semantic ID
 # (and a route that allows it: not "generated") -> native; a generator recipe
-# on a backend with a compiler table -> generated; our composite for the ID
+# on a backend with a compiler table -> generated (not for a functional or
+# out= overload where the generator takes in-place calls only: opencl's
+# atomic scatters, kernels::inPlaceOnly); our composite for the ID
 # (csrc/dispatch/composite/, functional and out= overloads) -> decomposition;
 # else the overload's composite kernel when ATen has one and the catalog does
 # not forbid it (decompose: false) -> decomposition; else fallback. A
@@ -70,12 +73,36 @@ def _has_composite(name: str) -> tuple[bool, bool]:
     )
 
 
+@functools.cache
 def out_overload(name: str) -> str:
-    """aten::add.Tensor / aten::add_.Tensor / aten::exp -> aten::add.out / aten::exp.out."""
-    base = name.split(".", 1)[0]
-    if base.endswith("_") and not base.endswith("__"):
-        base = base[:-1]
-    return f"{base}.out"
+    """The out= overload that a functional or in-place overload's composite calls:
+    aten::add.Tensor / aten::add_.Tensor -> aten::add.out, aten::max.dim ->
+    aten::max.dim_max, aten::hardshrink_backward -> ...grad_input, aten::_linalg_svd
+    -> ...U. It is the out= schema whose other arguments are the overload's own
+    (names and types); `name` itself when there is none."""
+    import torch
+
+    base, _, overload = name.partition(".")
+    functional = base[:-1] if _in_place(name) else base
+    get = torch._C._jit_get_schemas_for_operator
+    try:
+        schemas = {s.overload_name: s for s in get(functional)}
+        own = next((s for s in get(base) if s.overload_name == overload), None)
+    except RuntimeError:  # not an operator the JIT knows
+        return name
+    if own is None:
+        return name
+
+    def writes(a) -> bool:
+        return a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+
+    def signature(schema) -> list[tuple[str, str]]:
+        return [(a.name, str(a.type)) for a in schema.arguments if not writes(a)]
+
+    for candidate, schema in schemas.items():
+        if any(writes(a) for a in schema.arguments) and signature(schema) == signature(own):
+            return f"{functional}.{candidate}"
+    return name
 
 
 def _catalog_tables() -> tuple[dict[str, str], dict[str, str], dict[str, set[str]]]:
@@ -90,9 +117,11 @@ def _catalog_tables() -> tuple[dict[str, str], dict[str, str], dict[str, set[str
             "native": set(torch.ops.flagos._catalog_native_ids()),
             "generated": set(torch.ops.flagos._catalog_generated_ids()),
             "composite": set(torch.ops.flagos._catalog_composite_ids()),
+            "in_place_only": set(torch.ops.flagos._catalog_generated_in_place_only_ids()),
         }
     except (AttributeError, RuntimeError):  # core built with FLAGOS_ENABLE_CATALOG=OFF
-        return {}, {}, {"native": set(), "generated": set(), "composite": set()}
+        none: dict[str, set[str]] = {k: set() for k in ("native", "generated", "composite")}
+        return {}, {}, {**none, "in_place_only": set()}
     return overloads, routes, kernels
 
 
@@ -132,13 +161,15 @@ def _local_support() -> dict[str, Any]:
             result = "fallback"
         elif op_id in native and route != "generated":
             result = "native"
-        elif op_id in kernels["generated"]:
+        elif op_id in kernels["generated"] and (
+            _in_place(name) or op_id not in kernels["in_place_only"]
+        ):
             result = "generated"
         elif op_id in kernels["composite"] and not _in_place(name):
             result = "decomposition"
         elif entries.get(op_id, {}).get("decompose", True) is False or not (cea or ceanf):
             result = "fallback"
-        elif ceanf and out in overloads and out != name:
+        elif (cea or ceanf) and out in overloads and out != name:
             result = "decomposition" if tier(out) == "native" else tier(out)
         else:
             result = "decomposition"
