@@ -33,22 +33,3 @@ add_dependencies(flagos_C flagos_catalog_gen)
 add_library(flagos_catalog_headers INTERFACE)
 target_include_directories(flagos_catalog_headers INTERFACE ${FLAGOS_CATALOG_OUT}/include)
 add_dependencies(flagos_catalog_headers flagos_catalog_gen)
-
-# The vendor-facing headers, shipped inside the package so that a plugin
-# built outside this tree finds them with flagos_torchfl.get_include(): the
-# ABI (include/flagos/), the generated catalog constants (flagos/ops.h) and
-# the plugin kit (flagos_kit/).
-set(FLAGOS_PY_INCLUDE_DIR ${FLAGOS_PY_OUTPUT_DIR}/include)
-file(GLOB _abi_headers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/include/flagos/*.h)
-file(GLOB _kit_headers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kit/flagos_kit/*.h)
-add_custom_command(
-  OUTPUT ${FLAGOS_PY_INCLUDE_DIR}/flagos/ops.h
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${FLAGOS_PY_INCLUDE_DIR}/flagos
-          ${FLAGOS_PY_INCLUDE_DIR}/flagos_kit
-  COMMAND ${CMAKE_COMMAND} -E copy_if_different ${_abi_headers}
-          ${FLAGOS_CATALOG_OUT}/include/flagos/ops.h ${FLAGOS_PY_INCLUDE_DIR}/flagos
-  COMMAND ${CMAKE_COMMAND} -E copy_if_different ${_kit_headers} ${FLAGOS_PY_INCLUDE_DIR}/flagos_kit
-  DEPENDS ${_abi_headers} ${_kit_headers} ${FLAGOS_CATALOG_OUT}/include/flagos/ops.h
-  COMMENT "Copying the vendor headers into the package (get_include())"
-  VERBATIM)
-add_custom_target(flagos_package_headers ALL DEPENDS ${FLAGOS_PY_INCLUDE_DIR}/flagos/ops.h)

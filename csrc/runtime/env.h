@@ -5,6 +5,7 @@
 // variables (generated from python/flagos_torchfl/config.py).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -25,5 +26,9 @@ inline std::string text(const char* name, const std::string& fallback = "") {
 // @p name as a flag; garbage raises a ValueError naming the variable
 // (defined in env.cpp: it needs torch's error macros).
 bool flag(const char* name, bool fallback);
+
+// @p name as a whole number from @p lo to @p hi, @p fallback when unset;
+// anything else raises "NAME='v': expected @p what from lo to hi".
+int64_t integer(const char* name, int64_t lo, int64_t hi, int64_t fallback, const char* what);
 
 }  // namespace flagos::env

@@ -238,7 +238,7 @@ def test_a_bad_preload_value_is_a_clear_error(tmp_path):
         FLAGOS_OP_SIGMOID="generated",
     )
     assert proc.returncode != 0
-    assert "FLAGOS_PRELOAD='sometimes': expected on or off" in proc.stderr, proc.stderr
+    assert "FLAGOS_PRELOAD='sometimes'" in proc.stderr, proc.stderr
 
 
 # Asking whether the backend has a compiler before initialize() (the raw

@@ -65,15 +65,21 @@ std::unique_ptr<DeviceGenerator> Generators::create(c10::DeviceIndex logical) {
   const std::string root = defaultCacheDir();
   config.dir = root.empty() ? "" : root + "/kernels";
   const std::string device = deviceIdentity(physical);
-  // Note [Kernel preload]: the last process's manifest answers fp64 and
-  // lists the kernels to load in the background.
+  // Note [Kernel preload]: the last process's manifest lists the kernels to
+  // load in the background (and answers fp64 for a plugin that does not
+  // report it).
   kernels::Manifest manifest;
   bool preload = false;
   if (preloadEnabled()) {
     d->manifest_path = manifestPath(config.dir, d->target.language, device);
     preload = !d->manifest_path.empty() && kernels::readManifest(d->manifest_path, &manifest);
   }
-  d->target.fp64 = preload ? manifest.fp64 : probeFp64(compiler, physical);
+  // The plugin's answer first (ABI 1.1); a 1.0 plugin's device is probed.
+  const int32_t reported = reportedFp64(physical);
+  d->target.fp64 = reported == FLAGOS_FP64_NATIVE ? true
+                   : reported == FLAGOS_FP64_NONE ? false
+                   : preload                      ? manifest.fp64
+                                                  : probeFp64(compiler, physical);
   config.max_disk_bytes = maxDiskBytes(config.max_disk_bytes);
   config.compile_threads = compileThreads(config.compile_threads);
   config.device_arch = device + (d->target.fp64 ? "|fp64" : "");

@@ -10,6 +10,7 @@
 
 #include "kernels/emit.h"
 #include "runtime/backend.h"
+#include "runtime/env.h"
 
 namespace flagos::semantic {
 
@@ -42,15 +43,19 @@ uint64_t localSize(int32_t physical) {
   const uint64_t max = props.max_work_group_size != 0 ? props.max_work_group_size : UINT32_MAX;
   uint64_t local = props.preferred_work_group_size != 0 ? props.preferred_work_group_size
                                                         : std::min<uint64_t>(256, max);
-  if (const char* v = std::getenv("FLAGOS_WORK_GROUP_SIZE"); v && *v) {
-    char* end = nullptr;
-    const long long n = std::strtoll(v, &end, 10);
-    TORCH_CHECK(end && *end == '\0' && n >= 1 && static_cast<uint64_t>(n) <= max,
-                "FLAGOS_WORK_GROUP_SIZE='", v, "': expected a work-group size from 1 to ", max,
-                " (the device's limit)");
-    local = static_cast<uint64_t>(n);
-  }
+  // The device's limit bounds the override.
+  const auto limit = static_cast<int64_t>(std::min<uint64_t>(max, INT64_MAX));
+  local = static_cast<uint64_t>(env::integer("FLAGOS_WORK_GROUP_SIZE", 1, limit,
+                                             static_cast<int64_t>(std::min<uint64_t>(local, max)),
+                                             "a work-group size"));
   return std::min(local, max);
+}
+
+int32_t reportedFp64(int32_t physical) {
+  flagosDeviceProperties props{};
+  props.struct_size = sizeof(props);
+  check(backend().tables.device->getProperties(physical, &props), "getProperties");
+  return props.fp64;
 }
 
 bool probeFp64(const flagosCompilerTable* c, int32_t physical) {

@@ -1,18 +1,16 @@
 // FLAGOS_KERNEL_FAULT (kernel_fault.h): read once; unset, emitFor is emit.
 #include "dispatch/semantic/kernel_fault.h"
 
-#include <cstdlib>
 #include <string>
+
+#include "runtime/env.h"
 
 namespace flagos::semantic {
 namespace {
 
 // FLAGOS_KERNEL_FAULT (testing): the semantic ID whose sources are broken.
 const std::string& faultyOp() {
-  static const std::string op = [] {
-    const char* env = std::getenv("FLAGOS_KERNEL_FAULT");
-    return std::string(env ? env : "");
-  }();
+  static const std::string op = env::text("FLAGOS_KERNEL_FAULT");
   return op;
 }
 

@@ -6,14 +6,16 @@
 
 #include <cstdlib>
 
+#include "runtime/env.h"
+
 namespace flagos::semantic {
 
 const Policy& policy() {
   static const Policy p = [] {
     Policy out;
-    const char* env = std::getenv("FLAGOS_SPECIALIZE");
-    if (!env || !*env) return out;
-    const std::string v(env);
+    const auto value = env::value("FLAGOS_SPECIALIZE");
+    if (!value) return out;
+    const std::string& v = *value;
     out.text = v;
     if (v == "off") {
       out.kind = Policy::Off;
@@ -35,14 +37,8 @@ const Policy& policy() {
 }
 
 int compileThreads(int fallback) {
-  if (const char* t = std::getenv("FLAGOS_COMPILE_THREADS"); t && *t) {
-    char* end = nullptr;
-    const long n = std::strtol(t, &end, 10);
-    TORCH_CHECK(end && *end == '\0' && n >= 1 && n <= 64, "FLAGOS_COMPILE_THREADS='", t,
-                "': expected a number of threads from 1 to 64");
-    return static_cast<int>(n);
-  }
-  return fallback;
+  return static_cast<int>(
+      env::integer("FLAGOS_COMPILE_THREADS", 1, 64, fallback, "a number of threads"));
 }
 
 bool SpecializationCounts::due(const kernels::KernelKey& key) {
