@@ -310,6 +310,13 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "each torch release once per machine).",
     ),
     EnvVar(
+        "FLAGOS_CLBLAST_DIRECT",
+        "",
+        "benchmarks",
+        "Path of the `clblast_direct` yardstick of `benchmarks/bench_gemm_opencl.py` (CLBlast "
+        "called directly); default: the first `build/*/benchmarks/clblast_direct`.",
+    ),
+    EnvVar(
         "FLAGOS_BUILD_DIR",
         "build/cmake",
         "setup.py",

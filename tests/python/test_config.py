@@ -34,6 +34,7 @@ SOURCE_DIRS = [
     "scripts",
     ".ci",
     "examples",
+    "benchmarks",
     "tests",
 ]
 # Which sources a table entry's read_by refers to.
@@ -46,6 +47,7 @@ READERS = {
     "C++ tests": ["tests/cpp"],
     "Python tests": ["tests/python"],
     "scripts": ["scripts"],
+    "benchmarks": ["benchmarks"],
 }
 
 
