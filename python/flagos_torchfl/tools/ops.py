@@ -239,6 +239,15 @@ def load_support(path: str) -> dict[str, Any]:
     return data
 
 
+def _overload_names(op: dict[str, Any], most: int = 2) -> str:
+    """The ATen overloads a row stands for: a semantic ID is not an ATen name
+    (semantic op `convolution` is aten::convolution_overrideable, which ATen
+    calls only for devices with no aten::convolution kernel of their own)."""
+    names = [n.removeprefix("aten::") for n in op["overloads"]]
+    more = f", +{len(names) - most}" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
 def format_support(data: dict[str, Any], tier: str | None = None, family: str | None = None) -> str:
     rows = [["operator", "family", "tier", "dtypes", "overloads"]]
     for op in sorted(data["ops"], key=lambda o: (o["family"], o["id"])):
@@ -248,7 +257,7 @@ def format_support(data: dict[str, Any], tier: str | None = None, family: str | 
         if tier and tier not in op_tiers:
             continue
         dtypes = ",".join(d.replace("float", "f").replace("bfloat", "bf") for d in op["dtypes"])
-        rows.append([op["id"], op["family"], "/".join(op_tiers), dtypes, str(len(op["overloads"]))])
+        rows.append([op["id"], op["family"], "/".join(op_tiers), dtypes, _overload_names(op)])
     s = data["summary"]
     tiers = ", ".join(f"{k} {v}" for k, v in sorted(s["tiers"].items()))
     head = (
