@@ -48,6 +48,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flagos_kit/env.h"
 #include "flagos_kit/program_binary.h"
 #include "host.h"
 #include "kernels/kernels.h"
@@ -78,11 +79,9 @@ class TempDir {
     if (!path_.empty()) rmdir(path_.c_str());
   }
   bool create(std::string* error) {
-    const char* tmp = std::getenv("TMPDIR");
     static std::atomic<uint64_t> counter{0};
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                          "/flagos-hostcc-" + std::to_string(getpid()) + "-" +
-                          std::to_string(counter++) + "-XXXXXX";
+    std::string pattern = flagos_kit::envValue("TMPDIR").value_or("/tmp") + "/flagos-hostcc-" +
+                          std::to_string(getpid()) + "-" + std::to_string(counter++) + "-XXXXXX";
     if (mkdtemp(&pattern[0]) == nullptr) {
       *error = "cannot create a folder like " + pattern + ": " + std::strerror(errno);
       return false;
@@ -149,10 +148,9 @@ std::vector<std::string> splitSpaces(const char* text) {
   return words;
 }
 
-// $FLAGOS_HOST_CC, or "cc" when unset or empty.
+// $FLAGOS_HOST_CC, or "cc" when unset or blank (the kit's envValue).
 std::string compilerCommand() {
-  const char* cc = std::getenv("FLAGOS_HOST_CC");
-  return cc != nullptr && !splitSpaces(cc).empty() ? cc : "cc";
+  return flagos_kit::envValue("FLAGOS_HOST_CC").value_or("cc");
 }
 
 struct RunResult {
