@@ -1,6 +1,7 @@
 // Table members whose logic is the same in every plugin, written once over
-// the plugin's own lookups: the thread's current device (device.h), the
-// argument checks of eventCreate (stream.h) and kernelLaunch (compiler.h).
+// the plugin's own lookups: the thread's current device and synchronize
+// (device.h), memGetInfo's checks (memory.h), the argument checks of
+// kernelLaunch (compiler.h). Stream and event members: streams.h, events.h.
 //
 // Part of the kit (kit/flagos_kit/): header-only, never crosses the ABI.
 #pragma once
@@ -9,6 +10,8 @@
 #include <memory>
 
 #include "flagos/compiler.h"
+#include "flagos/device.h"
+#include "flagos/memory.h"
 #include "flagos/stream.h"
 #include "flagos_kit/error.h"
 
@@ -21,16 +24,59 @@ inline int32_t& currentDevice() noexcept {
   return device;
 }
 
-// device.h setCurrent, given the plugin's check @p valid(index) (which
-// records its own message when it fails).
+// device.h setCurrent, over the plugin's lookup @p FindDevice(call, index)
+// (which records its own message when it finds nothing).
+template <auto FindDevice>
+flagosStatus_t setCurrent(int32_t index) noexcept {
+  return guard("setCurrent", [&] {
+    if (FindDevice("setCurrent", index) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    currentDevice() = index;
+    return FLAGOS_SUCCESS;
+  });
+}
+
+// device.h getCurrent.
+inline flagosStatus_t getCurrent(int32_t* index) noexcept {
+  return guard("getCurrent", [&] {
+    if (index == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s getCurrent: device is NULL", kPluginName);
+    }
+    *index = currentDevice();
+    return FLAGOS_SUCCESS;
+  });
+}
+
+// device.h synchronize, over the plugin's @p FindDevice and its
+// @p SynchronizeDevice(Device*) (streams.h synchronizeStreams does the loop).
+template <auto FindDevice, auto SynchronizeDevice>
+flagosStatus_t synchronize(int32_t index) noexcept {
+  return guard("synchronize", [&] {
+    auto* device = FindDevice("synchronize", index);
+    return device == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : SynchronizeDevice(device);
+  });
+}
+
+// memory.h memGetInfo: checks the out-parameters and the device
+// (@p FindDevice), then @p info(device, free_bytes, total_bytes) fills them.
+template <auto FindDevice, typename Info>
+flagosStatus_t memoryInfo(int32_t index, uint64_t* free_bytes, uint64_t* total_bytes, Info&& info) {
+  if (free_bytes == nullptr || total_bytes == nullptr) {
+    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s memGetInfo: an out-parameter is NULL",
+                kPluginName);
+  }
+  auto* device = FindDevice("memGetInfo", index);
+  if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+  info(device, free_bytes, total_bytes);
+  return FLAGOS_SUCCESS;
+}
+
+// Old forms of the members above, until every plugin uses those.
 template <typename Valid>
 flagosStatus_t setCurrentDevice(int32_t index, Valid&& valid) {
   if (!valid(index)) return FLAGOS_ERROR_INVALID_ARGUMENT;
   currentDevice() = index;
   return FLAGOS_SUCCESS;
 }
-
-// device.h getCurrent.
 inline flagosStatus_t getCurrentDevice(int32_t* index) {
   if (index == nullptr) {
     return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s getCurrent: device is NULL", kPluginName);
@@ -38,11 +84,6 @@ inline flagosStatus_t getCurrentDevice(int32_t* index) {
   *index = currentDevice();
   return FLAGOS_SUCCESS;
 }
-
-// stream.h eventCreate for a plugin whose flagosEvent_st has `device` and
-// `flags` members and a default constructor; @p valid checks the device.
-// (Event is a template parameter so that the struct, which only the plugin
-// defines, is looked at where the plugin calls this, not here.)
 template <typename Valid, typename Event = flagosEvent_st>
 flagosStatus_t createEvent(int32_t device, uint32_t flags, flagosEvent_t* event, Valid&& valid) {
   if (event == nullptr) {
