@@ -7,12 +7,10 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 
 #include "flagos/compiler.h"
 #include "flagos/device.h"
 #include "flagos/memory.h"
-#include "flagos/stream.h"
 #include "flagos_kit/error.h"
 
 namespace flagos_kit {
@@ -67,38 +65,6 @@ flagosStatus_t memoryInfo(int32_t index, uint64_t* free_bytes, uint64_t* total_b
   auto* device = FindDevice("memGetInfo", index);
   if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
   info(device, free_bytes, total_bytes);
-  return FLAGOS_SUCCESS;
-}
-
-// Old forms of the members above, until every plugin uses those.
-template <typename Valid>
-flagosStatus_t setCurrentDevice(int32_t index, Valid&& valid) {
-  if (!valid(index)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-  currentDevice() = index;
-  return FLAGOS_SUCCESS;
-}
-inline flagosStatus_t getCurrentDevice(int32_t* index) {
-  if (index == nullptr) {
-    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s getCurrent: device is NULL", kPluginName);
-  }
-  *index = currentDevice();
-  return FLAGOS_SUCCESS;
-}
-template <typename Valid, typename Event = flagosEvent_st>
-flagosStatus_t createEvent(int32_t device, uint32_t flags, flagosEvent_t* event, Valid&& valid) {
-  if (event == nullptr) {
-    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s eventCreate: event is NULL", kPluginName);
-  }
-  *event = nullptr;
-  if ((flags & ~FLAGOS_EVENT_TIMING) != 0) {
-    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s eventCreate: unknown flags 0x%x", kPluginName,
-                flags);
-  }
-  if (!valid(device)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-  auto created = std::make_unique<Event>();
-  created->device = device;
-  created->flags = flags;
-  *event = created.release();
   return FLAGOS_SUCCESS;
 }
 
