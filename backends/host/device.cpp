@@ -23,7 +23,9 @@ std::string machineArch() {
 }
 
 // The device table (device.h), one static member per entry.
-struct DeviceCalls {
+// setCurrent/getCurrent (the calling thread's device) and synchronize
+// (over synchronizeDevice) are the kit's (calls.h).
+struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> {
   static flagosStatus_t probe(flagosProbeInfo* info) noexcept {
     return guard("probe", [&] {
       flagosProbeInfo result{};
@@ -90,15 +92,7 @@ struct DeviceCalls {
   }
 
   static flagosStatus_t getCount(int32_t* count) noexcept {
-    return guard("getCount", [&] {
-      if (count == nullptr)
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host getCount: count is NULL");
-      if (!state().initialized) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host getCount: plugin not initialized");
-      }
-      *count = static_cast<int32_t>(state().devices.size());
-      return FLAGOS_SUCCESS;
-    });
+    return guard("getCount", [&] { return state().count(count); });  // devices.h
   }
 
   static flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
@@ -117,12 +111,6 @@ struct DeviceCalls {
       return flagos_kit::writeSized("getProperties", props, result);
     });
   }
-
-  // The calling thread's current device, and synchronize over
-  // synchronizeDevice (the kit's: calls.h).
-  static constexpr auto setCurrent = flagos_kit::setCurrent<findDevice>;
-  static constexpr auto getCurrent = flagos_kit::getCurrent;
-  static constexpr auto synchronize = flagos_kit::synchronize<findDevice, synchronizeDevice>;
 };
 
 }  // namespace
@@ -133,18 +121,7 @@ State& state() {
 }
 
 Device* findDevice(const char* call, int32_t index) noexcept {
-  State& s = state();
-  if (!s.initialized) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: plugin not initialized (init() not called)",
-         call);
-    return nullptr;
-  }
-  if (index < 0 || static_cast<size_t>(index) >= s.devices.size()) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: device %d out of range (%zu devices)", call,
-         index, s.devices.size());
-    return nullptr;
-  }
-  return s.devices[static_cast<size_t>(index)].get();
+  return state().find(call, index);
 }
 
 Arena* findArena(const void* ptr, uint64_t bytes) noexcept {

@@ -28,6 +28,7 @@
 
 #include "arena.h"
 #include "flagos/vendor.h"
+#include "flagos_kit/devices.h"
 #include "flagos_kit/error.h"
 #include "flagos_kit/handle.h"
 #include "flagos_kit/markers.h"
@@ -89,11 +90,7 @@ struct Device {
 // that no static destructor runs while a stream worker may still be alive
 // at process exit). devices is written only by init() and shutdown(), which
 // the core calls before and after every other member.
-struct State {
-  std::mutex init_mutex;
-  std::atomic<bool> initialized{false};  // set after devices is filled
-  std::vector<std::unique_ptr<Device>> devices;
-};
+using State = flagos_kit::DeviceList<Device>;  // kit/flagos_kit/devices.h
 State& state();
 
 // The device with physical index @p index, or nullptr after recording an
@@ -193,11 +190,4 @@ void onTaskCounted(std::function<void()> fn);
 }  // namespace flagos_host
 
 // An event: the marker of its last record (kit/flagos_kit/markers.h).
-struct flagosEvent_st {
-  static constexpr uint32_t kMagic = flagos_kit::magicOf("EVTN");
-  uint32_t magic = kMagic;
-  int32_t device = 0;
-  uint32_t flags = 0;
-  std::mutex mu;
-  std::shared_ptr<flagos_kit::Marker> last;  // nullptr: never recorded
-};
+struct flagosEvent_st : flagos_kit::MarkerEvent<flagos_kit::magicOf("EVTN")> {};

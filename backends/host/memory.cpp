@@ -88,6 +88,11 @@ PinnedBlocks& pinned() {
   return *blocks;
 }
 
+// memGetInfo's answer for @p device: its arena's.
+void arenaInfo(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
+  device->arena->info(free_bytes, total_bytes);
+}
+
 // The memory table (memory.h), one static member per entry.
 struct MemoryCalls {
   static flagosStatus_t malloc(int32_t device, uint64_t bytes, void** ptr) noexcept {
@@ -158,14 +163,7 @@ struct MemoryCalls {
     });
   }
 
-  static flagosStatus_t memGetInfo(int32_t device, uint64_t* free_bytes,
-                                   uint64_t* total_bytes) noexcept {
-    return guard("memGetInfo", [&] {
-      return flagos_kit::memoryInfo<findDevice>(
-          device, free_bytes, total_bytes,
-          [](Device* d, uint64_t* avail, uint64_t* total) { d->arena->info(avail, total); });
-    });
-  }
+  static constexpr auto memGetInfo = flagos_kit::memGetInfo<findDevice, arenaInfo>;  // calls.h
 
   static flagosStatus_t hostAlloc(uint64_t bytes, void** ptr) noexcept {
     return guard("hostAlloc", [&] {

@@ -149,7 +149,9 @@ using flagos_kit::Marker;
 
 // The stream table (stream.h), one static member per entry; events are
 // markers (kit/flagos_kit/markers.h) that the stream workers complete.
-struct StreamCalls {
+// From the kit: streamSynchronize, streamQuery, eventCreate, eventDestroy
+// (events.h), eventQuery, eventSynchronize, eventElapsedTime (markers.h).
+struct StreamCalls : flagos_kit::StreamCallsBase<findDevice>, flagos_kit::MarkerEventCalls<> {
   static flagosStatus_t streamCreate(int32_t device, int32_t priority,
                                      flagosStream_t* stream) noexcept {
     (void)priority;  // a hint; one worker per stream needs no priorities
@@ -194,10 +196,6 @@ struct StreamCalls {
     });
   }
 
-  // Check the handle, then the stream's own synchronize() / query().
-  static constexpr auto streamSynchronize = flagos_kit::streamSynchronize<>;
-  static constexpr auto streamQuery = flagos_kit::streamQuery<>;
-
   // Work queued on @p stream after this call waits (on the stream's worker,
   // not on the caller) until the event's current capture has completed.
   static flagosStatus_t streamWaitEvent(flagosStream_t stream, flagosEvent_t event) noexcept {
@@ -207,10 +205,6 @@ struct StreamCalls {
       });
     });
   }
-
-  static constexpr auto eventCreate = flagos_kit::eventCreate<findDevice>;
-  // Queued tasks hold their own reference to the marker.
-  static constexpr auto eventDestroy = flagos_kit::eventDestroy<>;
 
   static flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept {
     return guard("eventRecord", [&] {
@@ -222,11 +216,6 @@ struct StreamCalls {
       });
     });
   }
-
-  // Over the marker of the last record; never recorded counts as complete.
-  static constexpr auto eventQuery = flagos_kit::eventQuery<>;
-  static constexpr auto eventSynchronize = flagos_kit::eventSynchronize<>;
-  static constexpr auto eventElapsedTime = flagos_kit::eventElapsedTime<>;
 };
 
 }  // namespace

@@ -57,7 +57,9 @@ std::unique_ptr<Device> openDevice(int32_t index, const DeviceInfo& info, const 
 }
 
 // The device table (device.h), one static member per entry.
-struct DeviceCalls {
+// setCurrent/getCurrent (the calling thread's device) and synchronize
+// (over synchronizeDevice) are the kit's (calls.h).
+struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> {
   static flagosStatus_t probe(flagosProbeInfo* info) noexcept {
     return guard("probe", [&] {
       flagosProbeInfo result{};
@@ -130,15 +132,7 @@ struct DeviceCalls {
   }
 
   static flagosStatus_t getCount(int32_t* count) noexcept {
-    return guard("getCount", [&] {
-      if (count == nullptr)
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl getCount: count is NULL");
-      if (!state().initialized) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl getCount: plugin not initialized");
-      }
-      *count = static_cast<int32_t>(state().devices.size());
-      return FLAGOS_SUCCESS;
-    });
+    return guard("getCount", [&] { return state().count(count); });  // devices.h
   }
 
   static flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
@@ -163,12 +157,6 @@ struct DeviceCalls {
       return flagos_kit::writeSized("getProperties", props, result);
     });
   }
-
-  // The calling thread's current device, and synchronize over
-  // synchronizeDevice (the kit's: calls.h).
-  static constexpr auto setCurrent = flagos_kit::setCurrent<findDevice>;
-  static constexpr auto getCurrent = flagos_kit::getCurrent;
-  static constexpr auto synchronize = flagos_kit::synchronize<findDevice, synchronizeDevice>;
 };
 
 }  // namespace
@@ -188,18 +176,7 @@ State& state() {
 }
 
 Device* findDevice(const char* call, int32_t index) noexcept {
-  State& s = state();
-  if (!s.initialized) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: plugin not initialized (init() not called)",
-         call);
-    return nullptr;
-  }
-  if (index < 0 || static_cast<size_t>(index) >= s.devices.size()) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: device %d out of range (%zu devices)", call,
-         index, s.devices.size());
-    return nullptr;
-  }
-  return s.devices[static_cast<size_t>(index)].get();
+  return state().find(call, index);
 }
 
 bool resolve(const char* call, const void* address, uint64_t bytes, DevicePtr* out) noexcept {

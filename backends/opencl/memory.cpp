@@ -167,6 +167,13 @@ cl_int enqueueFill(cl_command_queue queue, const DevicePtr& at, const unsigned c
   return error;
 }
 
+// memGetInfo's answer for @p device: what this plugin allocated of it.
+void deviceMemory(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
+  const uint64_t used = std::min(device->allocated.load(), device->total_memory);
+  *total_bytes = device->total_memory;
+  *free_bytes = device->total_memory - used;
+}
+
 // The memory table (memory.h), one static member per entry; no hostAlloc /
 // hostFree (the core uses ordinary host memory).
 struct MemoryCalls {
@@ -340,17 +347,7 @@ struct MemoryCalls {
     });
   }
 
-  static flagosStatus_t memGetInfo(int32_t index, uint64_t* free_bytes,
-                                   uint64_t* total_bytes) noexcept {
-    return guard("memGetInfo", [&] {
-      return flagos_kit::memoryInfo<findDevice>(
-          index, free_bytes, total_bytes, [](Device* device, uint64_t* avail, uint64_t* total) {
-            const uint64_t used = std::min(device->allocated.load(), device->total_memory);
-            *total = device->total_memory;
-            *avail = device->total_memory - used;
-          });
-    });
-  }
+  static constexpr auto memGetInfo = flagos_kit::memGetInfo<findDevice, deviceMemory>;  // calls.h
 };
 
 }  // namespace

@@ -36,6 +36,7 @@
 #include "address_space.h"
 #include "flagos/vendor.h"
 #include "flagos_kit/calls.h"
+#include "flagos_kit/devices.h"
 #include "flagos_kit/error.h"
 #include "flagos_kit/events.h"
 #include "flagos_kit/handle.h"
@@ -223,11 +224,7 @@ struct Device {
 // OpenCL runtime may still run callbacks at process exit). devices is
 // written only by init() and shutdown(), which the core calls before and
 // after every other member.
-struct State {
-  std::mutex init_mutex;
-  std::atomic<bool> initialized{false};  // set after devices is filled
-  std::vector<std::unique_ptr<Device>> devices;
-};
+using State = flagos_kit::DeviceList<Device>;  // kit/flagos_kit/devices.h
 State& state();
 
 // The device with physical index @p index, or nullptr after recording an
@@ -367,11 +364,7 @@ struct flagosProgram_st {
   std::vector<unsigned char> binary;  // header + payload, once asked for
 };
 
-struct flagosEvent_st {
-  static constexpr uint32_t kMagic = flagos_kit::magicOf("CLEV");
-  uint32_t magic = kMagic;
-  int32_t device = 0;
-  uint32_t flags = 0;
+struct flagosEvent_st : flagos_kit::EventHandle<flagos_kit::magicOf("CLEV")> {
   std::mutex mu;
   cl_event marker = nullptr;  // owned; nullptr: never recorded
   ~flagosEvent_st();

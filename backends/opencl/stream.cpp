@@ -64,7 +64,9 @@ namespace {
 
 // The stream table (stream.h), one static member per entry; the members over
 // OpenCL markers come from EventCalls (event.cpp).
-struct StreamCalls : EventCalls {
+// From the kit (events.h): streamSynchronize, streamQuery, eventCreate,
+// eventDestroy (pending waits hold their own reference to the marker).
+struct StreamCalls : EventCalls, flagos_kit::StreamCallsBase<findDevice> {
   static flagosStatus_t streamCreate(int32_t index, int32_t priority,
                                      flagosStream_t* stream) noexcept {
     return guard("streamCreate", [&] {
@@ -104,13 +106,6 @@ struct StreamCalls : EventCalls {
       return FLAGOS_SUCCESS;
     });
   }
-
-  // Check the handle, then the stream's own synchronize() / query().
-  static constexpr auto streamSynchronize = flagos_kit::streamSynchronize<>;
-  static constexpr auto streamQuery = flagos_kit::streamQuery<>;
-  static constexpr auto eventCreate = flagos_kit::eventCreate<findDevice>;
-  // Pending waits hold their own reference to the marker.
-  static constexpr auto eventDestroy = flagos_kit::eventDestroy<>;
 };
 
 }  // namespace

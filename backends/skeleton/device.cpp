@@ -24,7 +24,9 @@ flagosStatus_t synchronizeDevice(Device* device) {
 }
 
 // The device table (device.h), one static member per entry.
-struct DeviceCalls {
+// setCurrent/getCurrent (the calling thread's device) and synchronize
+// (over synchronizeDevice) are the kit's (calls.h).
+struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> {
   static flagosStatus_t probe(flagosProbeInfo* info) noexcept {
     return guard("probe", [&] {
       flagosProbeInfo result{};
@@ -74,11 +76,6 @@ struct DeviceCalls {
       return flagos_kit::writeSized("getProperties", props, result);
     });
   }
-
-  // The calling thread's current device, checked by findDevice (calls.h).
-  static constexpr auto setCurrent = flagos_kit::setCurrent<findDevice>;
-  static constexpr auto getCurrent = flagos_kit::getCurrent;
-  static constexpr auto synchronize = flagos_kit::synchronize<findDevice, synchronizeDevice>;
 };
 
 }  // namespace

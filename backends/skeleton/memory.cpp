@@ -37,6 +37,13 @@ flagosStatus_t checkCopy(const char* call, void* dst, const void* src, uint64_t 
   return FLAGOS_SUCCESS;
 }
 
+// memGetInfo's answer for @p device (SDK: its mem-info call).
+void deviceMemory(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
+  std::lock_guard<std::mutex> lock(device->mu);
+  *total_bytes = kCapacity;
+  *free_bytes = kCapacity - device->allocated;
+}
+
 // The memory table (memory.h), one static member per entry.
 struct MemoryCalls {
   static flagosStatus_t malloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
@@ -138,17 +145,8 @@ struct MemoryCalls {
     });
   }
 
-  static flagosStatus_t memGetInfo(int32_t index, uint64_t* free_bytes,
-                                   uint64_t* total_bytes) noexcept {
-    return guard("memGetInfo", [&] {
-      return flagos_kit::memoryInfo<findDevice>(
-          index, free_bytes, total_bytes, [](Device* device, uint64_t* avail, uint64_t* total) {
-            std::lock_guard<std::mutex> lock(device->mu);  // SDK: its mem-info call
-            *total = kCapacity;
-            *avail = kCapacity - device->allocated;
-          });
-    });
-  }
+  // Checks the arguments, then deviceMemory() fills them in (calls.h).
+  static constexpr auto memGetInfo = flagos_kit::memGetInfo<findDevice, deviceMemory>;
   // hostAlloc / hostFree: optional, not given (the core uses ordinary host
   // memory; flagos_kit::memoryTable leaves them NULL).
 };

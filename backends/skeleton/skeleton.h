@@ -101,11 +101,4 @@ struct flagosStream_st {
 };
 
 // An event: the marker of its last record (kit/flagos_kit/markers.h).
-struct flagosEvent_st {
-  static constexpr uint32_t kMagic = flagos_kit::magicOf("SKEV");
-  uint32_t magic = kMagic;
-  int32_t device = 0;
-  uint32_t flags = 0;
-  std::mutex mu;
-  std::shared_ptr<flagos_kit::Marker> last;  // nullptr: never recorded
-};
+struct flagosEvent_st : flagos_kit::MarkerEvent<flagos_kit::magicOf("SKEV")> {};

@@ -86,10 +86,14 @@ flagosStatus_t flagosStream_st::query() {
 namespace flagos_skeleton {
 namespace {
 
-// The stream table (stream.h), one static member per entry. Members whose
-// logic is the same in every plugin are the kit's (streams.h, events.h,
-// markers.h); the rest are SDK calls.
-struct StreamCalls {
+// The stream table (stream.h), one static member per entry. From the kit:
+// streamSynchronize/streamQuery (check the handle, then the stream's own
+// synchronize()/query()) and eventCreate/eventDestroy (flags DEFAULT or
+// TIMING, a device findDevice knows), in events.h; eventQuery,
+// eventSynchronize and eventElapsedTime over the marker of the last record
+// (never recorded counts as complete), in markers.h. SDK: create the SDK's
+// event in eventCreate too, and replace markers by SDK events.
+struct StreamCalls : flagos_kit::StreamCallsBase<findDevice>, flagos_kit::MarkerEventCalls<> {
   static flagosStatus_t streamCreate(int32_t device, int32_t priority,
                                      flagosStream_t* stream) noexcept {
     return guard("streamCreate", [&] {
@@ -121,10 +125,6 @@ struct StreamCalls {
     });
   }
 
-  // Check the handle, then the stream's own synchronize() / query().
-  static constexpr auto streamSynchronize = flagos_kit::streamSynchronize<>;
-  static constexpr auto streamQuery = flagos_kit::streamQuery<>;
-
   static flagosStatus_t streamWaitEvent(flagosStream_t stream, flagosEvent_t event) noexcept {
     return guard("streamWaitEvent", [&] {
       // SDK: make the stream wait for the event (cudaStreamWaitEvent).
@@ -137,12 +137,6 @@ struct StreamCalls {
     });
   }
 
-  // Flags DEFAULT or TIMING, a device findDevice knows; then a new
-  // flagosEvent_st (SDK: create the SDK's event here too).
-  static constexpr auto eventCreate = flagos_kit::eventCreate<findDevice>;
-  // Queued work keeps its own reference to the marker.
-  static constexpr auto eventDestroy = flagos_kit::eventDestroy<>;
-
   static flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept {
     return guard("eventRecord", [&] {
       // SDK: record the event on the stream (cudaEventRecord).
@@ -151,13 +145,6 @@ struct StreamCalls {
           [](flagosStream_t s, std::shared_ptr<Marker> m) { s->enqueueMark(std::move(m)); });
     });
   }
-
-  // The marker of the last record: never recorded counts as complete;
-  // elapsed time from the markers' timestamps (SDK: its event query,
-  // synchronize and elapsed-time calls).
-  static constexpr auto eventQuery = flagos_kit::eventQuery<>;
-  static constexpr auto eventSynchronize = flagos_kit::eventSynchronize<>;
-  static constexpr auto eventElapsedTime = flagos_kit::eventElapsedTime<>;
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Table members whose logic is the same in every plugin, written once over
 // the plugin's own lookups: the thread's current device and synchronize
-// (device.h), memGetInfo's checks (memory.h), the argument checks of
+// (device.h), memGetInfo (memory.h), the argument checks of
 // kernelLaunch (compiler.h). Stream and event members: streams.h, events.h.
 //
 // Part of the kit (kit/flagos_kit/): header-only, never crosses the ABI.
@@ -54,18 +54,30 @@ flagosStatus_t synchronize(int32_t index) noexcept {
   });
 }
 
+// The three members above as a base of the plugin's DeviceCalls
+// (tables.h): setCurrent, getCurrent and synchronize.
+template <auto FindDevice, auto SynchronizeDevice>
+struct DeviceCallsBase {
+  static constexpr auto setCurrent = flagos_kit::setCurrent<FindDevice>;
+  static constexpr auto getCurrent = flagos_kit::getCurrent;
+  static constexpr auto synchronize = flagos_kit::synchronize<FindDevice, SynchronizeDevice>;
+};
+
 // memory.h memGetInfo: checks the out-parameters and the device
-// (@p FindDevice), then @p info(device, free_bytes, total_bytes) fills them.
-template <auto FindDevice, typename Info>
-flagosStatus_t memoryInfo(int32_t index, uint64_t* free_bytes, uint64_t* total_bytes, Info&& info) {
-  if (free_bytes == nullptr || total_bytes == nullptr) {
-    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s memGetInfo: an out-parameter is NULL",
-                kPluginName);
-  }
-  auto* device = FindDevice("memGetInfo", index);
-  if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-  info(device, free_bytes, total_bytes);
-  return FLAGOS_SUCCESS;
+// (@p FindDevice), then the plugin's @p Info(device, free_bytes,
+// total_bytes) fills them.
+template <auto FindDevice, auto Info>
+flagosStatus_t memGetInfo(int32_t index, uint64_t* free_bytes, uint64_t* total_bytes) noexcept {
+  return guard("memGetInfo", [&] {
+    if (free_bytes == nullptr || total_bytes == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s memGetInfo: an out-parameter is NULL",
+                  kPluginName);
+    }
+    auto* device = FindDevice("memGetInfo", index);
+    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    Info(device, free_bytes, total_bytes);
+    return FLAGOS_SUCCESS;
+  });
 }
 
 // The checks compiler.h asks of every kernelLaunch before it looks at the

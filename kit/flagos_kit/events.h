@@ -99,4 +99,24 @@ inline flagosStatus_t neverRecorded() {
               kPluginName);
 }
 
+// The members every plugin shares, as a base of its StreamCalls (tables.h):
+// streamSynchronize, streamQuery (streams.h), eventCreate, eventDestroy.
+template <auto FindDevice, typename Stream = flagosStream_st, typename Event = flagosEvent_st>
+struct StreamCallsBase {
+  static constexpr auto streamSynchronize = flagos_kit::streamSynchronize<Stream>;
+  static constexpr auto streamQuery = flagos_kit::streamQuery<Stream>;
+  static constexpr auto eventCreate = flagos_kit::eventCreate<FindDevice, Event>;
+  static constexpr auto eventDestroy = flagos_kit::eventDestroy<Event>;
+};
+
+// The members events.h asks of a flagosEvent_st; a plugin derives its
+// struct from this (`struct flagosEvent_st : flagos_kit::EventHandle<...>`).
+template <uint32_t Magic>
+struct EventHandle {
+  static constexpr uint32_t kMagic = Magic;
+  uint32_t magic = Magic;
+  int32_t device = 0;
+  uint32_t flags = 0;
+};
+
 }  // namespace flagos_kit

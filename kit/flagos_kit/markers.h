@@ -9,7 +9,7 @@
 //
 // The members below are templates over the plugin's flagosEvent_st, which
 // has, besides what events.h asks, `std::mutex mu` and
-// `std::shared_ptr<flagos_kit::Marker> last` (nullptr: never recorded).
+// `std::shared_ptr<flagos_kit::Marker> last`: MarkerEvent below.
 //
 // Part of the kit (kit/flagos_kit/): header-only, never crosses the ABI.
 #pragma once
@@ -118,5 +118,22 @@ flagosStatus_t eventElapsedTime(float* ms, Event* start, Event* end) noexcept {
     return FLAGOS_SUCCESS;
   });
 }
+
+// A flagosEvent_st over markers: `struct flagosEvent_st :
+// flagos_kit::MarkerEvent<magic> {};`.
+template <uint32_t Magic>
+struct MarkerEvent : EventHandle<Magic> {
+  std::mutex mu;
+  std::shared_ptr<Marker> last;  // nullptr: never recorded
+};
+
+// The three members above as a base of the plugin's StreamCalls (tables.h):
+// eventQuery, eventSynchronize, eventElapsedTime.
+template <typename Event = flagosEvent_st>
+struct MarkerEventCalls {
+  static constexpr auto eventQuery = flagos_kit::eventQuery<Event>;
+  static constexpr auto eventSynchronize = flagos_kit::eventSynchronize<Event>;
+  static constexpr auto eventElapsedTime = flagos_kit::eventElapsedTime<Event>;
+};
 
 }  // namespace flagos_kit
