@@ -367,30 +367,14 @@ flagosStatus_t copyArguments(int32_t device, const char* name, const flagosKerne
   size_t total = 0;
   for (int32_t i = 0; i < num_args; ++i) {
     const flagosKernelArg& arg = args[i];
-    if (arg.kind == FLAGOS_ARG_DEVICE_PTR) {
-      if (arg.value == nullptr || arg.size != sizeof(void*)) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "host kernelLaunch: '%s' argument %d: a DEVICE_PTR needs value -> void* and "
-                    "size %zu",
-                    name, i, sizeof(void*));
-      }
-      const void* address = nullptr;
-      std::memcpy(&address, arg.value, sizeof(address));
-      Arena* arena = address != nullptr ? findArena(address, 0) : nullptr;
-      if (address != nullptr &&
-          arena != state().devices[static_cast<size_t>(device)]->arena.get()) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "host kernelLaunch: '%s' argument %d: %p is not memory of device %d", name, i,
-                    address, device);
-      }
-    } else if (arg.kind == FLAGOS_ARG_BYTES) {
-      if (arg.value == nullptr || arg.size == 0) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "host kernelLaunch: '%s' argument %d: BYTES needs a value and a size", name, i);
-      }
-    } else {
+    const void* address = nullptr;  // a DEVICE_PTR's
+    const flagosStatus_t checked = flagos_kit::checkKernelArg(name, i, arg, &address);
+    if (checked != FLAGOS_SUCCESS) return checked;
+    Arena* arena = address != nullptr ? findArena(address, 0) : nullptr;
+    if (address != nullptr && arena != state().devices[static_cast<size_t>(device)]->arena.get()) {
       return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "host kernelLaunch: '%s' argument %d: unknown kind %d", name, i, arg.kind);
+                  "host kernelLaunch: '%s' argument %d: %p is not memory of device %d", name, i,
+                  address, device);
     }
     offsets.push_back(total);
     total += (arg.size + kAlign - 1) / kAlign * kAlign;

@@ -39,11 +39,7 @@ struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> 
         reason = "FLAGOS_HOST_DEVICES=0: no host devices requested";
       }
       result.device_count = config.device_count;
-      flagos_kit::copyString(result.reason, reason);
-      const flagosStatus_t status = flagos_kit::writeSized("probe", info, result);
-      if (status != FLAGOS_SUCCESS) return status;
-      if (!reason.empty()) return fail(FLAGOS_ERROR_NO_DEVICE, "host probe: %s", reason.c_str());
-      return FLAGOS_SUCCESS;
+      return flagos_kit::answerProbe(info, result, reason);  // NO_DEVICE when reason is set
     });
   }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "flagos_kit/calls.h"
 #include "opencl.h"
 
 namespace flagos_opencl {
@@ -74,11 +75,7 @@ struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> 
         // See Note [OpenCL plugin priority]: all chosen devices are of one class.
         if (!devices.front().accelerator) result.priority = FLAGOS_PRIORITY_CPU_HOSTED - 5;
       }
-      flagos_kit::copyString(result.reason, reason);
-      const flagosStatus_t status = flagos_kit::writeSized("probe", info, result);
-      if (status != FLAGOS_SUCCESS) return status;
-      if (!reason.empty()) return fail(FLAGOS_ERROR_NO_DEVICE, "opencl probe: %s", reason.c_str());
-      return FLAGOS_SUCCESS;
+      return flagos_kit::answerProbe(info, result, reason);  // NO_DEVICE when reason is set
     });
   }
 

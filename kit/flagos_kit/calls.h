@@ -1,17 +1,20 @@
 // Table members whose logic is the same in every plugin, written once over
-// the plugin's own lookups: the thread's current device and synchronize
-// (device.h), memGetInfo (memory.h), the argument checks of
+// the plugin's own lookups: probe's answer, the thread's current device and
+// synchronize (device.h), memGetInfo (memory.h), the argument checks of
 // kernelLaunch (compiler.h). Stream and event members: streams.h, events.h.
 //
 // Part of the kit (kit/flagos_kit/): header-only, never crosses the ABI.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <string>
 
 #include "flagos/compiler.h"
 #include "flagos/device.h"
 #include "flagos/memory.h"
 #include "flagos_kit/error.h"
+#include "flagos_kit/out_struct.h"
 
 namespace flagos_kit {
 
@@ -20,6 +23,17 @@ namespace flagos_kit {
 inline int32_t& currentDevice() noexcept {
   thread_local int32_t device = 0;
   return device;
+}
+
+// The end of device.h probe: writes @p result with @p reason (empty: the
+// plugin is usable) into the core's @p info, and answers NO_DEVICE with the
+// reason as the message when there is one.
+inline flagosStatus_t answerProbe(flagosProbeInfo* info, flagosProbeInfo result,
+                                  const std::string& reason) {
+  copyString(result.reason, reason);
+  const flagosStatus_t status = writeSized("probe", info, result);
+  if (status != FLAGOS_SUCCESS || reason.empty()) return status;
+  return fail(FLAGOS_ERROR_NO_DEVICE, "%s probe: %s", kPluginName, reason.c_str());
 }
 
 // device.h setCurrent, over the plugin's lookup @p FindDevice(call, index)
@@ -103,6 +117,34 @@ inline flagosStatus_t checkLaunchArgs(const char* name, const flagosKernelArg* a
     }
   }
   return FLAGOS_SUCCESS;
+}
+
+// The checks of kernelLaunch's argument @p i of kernel @p name that need no
+// device: a DEVICE_PTR has value -> void* and size sizeof(void*), and its
+// pointer goes to @p address (left NULL for BYTES); BYTES have a value and a
+// size; no other kind.
+inline flagosStatus_t checkKernelArg(const char* name, int32_t i, const flagosKernelArg& arg,
+                                     const void** address) {
+  if (arg.kind == FLAGOS_ARG_DEVICE_PTR) {
+    if (arg.value == nullptr || arg.size != sizeof(void*)) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                  "%s kernelLaunch: '%s' argument %d: a DEVICE_PTR needs value -> void* and size "
+                  "%zu",
+                  kPluginName, name, i, sizeof(void*));
+    }
+    std::memcpy(address, arg.value, sizeof(*address));
+    return FLAGOS_SUCCESS;
+  }
+  if (arg.kind == FLAGOS_ARG_BYTES) {
+    if (arg.value == nullptr || arg.size == 0) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                  "%s kernelLaunch: '%s' argument %d: BYTES needs a value and a size", kPluginName,
+                  name, i);
+    }
+    return FLAGOS_SUCCESS;
+  }
+  return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s kernelLaunch: '%s' argument %d: unknown kind %d",
+              kPluginName, name, i, arg.kind);
 }
 
 }  // namespace flagos_kit
