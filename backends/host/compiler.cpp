@@ -259,7 +259,8 @@ struct Kernel {
 
 // The opaque handle of compiler.h; only this file uses it.
 struct flagosProgram_st {
-  uint32_t magic = flagos_host::kProgramMagic;
+  static constexpr uint32_t kMagic = flagos_host::kProgramMagic;
+  uint32_t magic = kMagic;
   int32_t device = 0;
   std::shared_ptr<flagos_host::Library> library;
   std::vector<unsigned char> binary;  // header + .so bytes (programGetBinary)
@@ -507,11 +508,8 @@ struct CompilerCalls {
                                      int32_t work_dim, const uint64_t* global,
                                      const uint64_t* local, flagosStream_t stream) noexcept {
     return guard("kernelLaunch", [&] {
-      if (!validProgram("kernelLaunch", program) || !validStream("kernelLaunch", stream)) {
-        return FLAGOS_ERROR_INVALID_ARGUMENT;
-      }
       const flagosStatus_t checked =
-          flagos_kit::checkLaunchArgs(name, args, num_args, work_dim, global, local);
+          flagos_kit::checkLaunch(program, stream, name, args, num_args, work_dim, global, local);
       if (checked != FLAGOS_SUCCESS) return checked;
       if (work_dim != 1) {
         return fail(FLAGOS_ERROR_NOT_SUPPORTED,

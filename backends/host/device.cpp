@@ -87,9 +87,7 @@ struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> 
     });
   }
 
-  static flagosStatus_t getCount(int32_t* count) noexcept {
-    return guard("getCount", [&] { return state().count(count); });  // devices.h
-  }
+  static constexpr auto getCount = flagos_kit::getCount<state>;  // devices.h
 
   static flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
     return guard("getProperties", [&] {

@@ -111,11 +111,8 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
                             int32_t num_args, int32_t work_dim, const uint64_t* global,
                             const uint64_t* local, flagosStream_t stream) noexcept {
   return guard("kernelLaunch", [&] {
-    if (!validProgram("kernelLaunch", program) || !validStream("kernelLaunch", stream)) {
-      return FLAGOS_ERROR_INVALID_ARGUMENT;
-    }
     const flagosStatus_t checked =
-        flagos_kit::checkLaunchArgs(name, args, num_args, work_dim, global, local);
+        flagos_kit::checkLaunch(program, stream, name, args, num_args, work_dim, global, local);
     if (checked != FLAGOS_SUCCESS) return checked;
     if (program->device != stream->device) {
       return fail(FLAGOS_ERROR_INVALID_ARGUMENT,

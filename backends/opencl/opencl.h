@@ -356,7 +356,8 @@ struct flagosProgram_st {
     clReleaseProgram(program);  // enqueued launches keep their own references
   }
 
-  uint32_t magic = flagos_opencl::kProgramMagic;
+  static constexpr uint32_t kMagic = flagos_opencl::kProgramMagic;
+  uint32_t magic = kMagic;
   flagos_opencl::Device* const device;
   const cl_program program;
   std::mutex mu;  // kernels, binary, and setting arguments + enqueueing

@@ -14,7 +14,9 @@
 #include "flagos/device.h"
 #include "flagos/memory.h"
 #include "flagos_kit/error.h"
+#include "flagos_kit/handle.h"
 #include "flagos_kit/out_struct.h"
+#include "flagos_kit/streams.h"
 
 namespace flagos_kit {
 
@@ -117,6 +119,19 @@ inline flagosStatus_t checkLaunchArgs(const char* name, const flagosKernelArg* a
     }
   }
   return FLAGOS_SUCCESS;
+}
+
+// All of the above for kernelLaunch, after the handles: @p program (whose
+// struct has a `static constexpr uint32_t kMagic`, handle.h) and @p stream.
+template <typename Program, typename Stream>
+flagosStatus_t checkLaunch(const Program* program, const Stream* stream, const char* name,
+                           const flagosKernelArg* args, int32_t num_args, int32_t work_dim,
+                           const uint64_t* global, const uint64_t* local) {
+  if (!validHandle("kernelLaunch", "program", program, Program::kMagic) ||
+      !validStream("kernelLaunch", stream)) {
+    return FLAGOS_ERROR_INVALID_ARGUMENT;
+  }
+  return checkLaunchArgs(name, args, num_args, work_dim, global, local);
 }
 
 // The checks of kernelLaunch's argument @p i of kernel @p name that need no

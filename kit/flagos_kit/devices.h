@@ -54,4 +54,10 @@ struct DeviceList {
   }
 };
 
+// device.h getCount over the plugin's @p List() (returning its DeviceList).
+template <auto List>
+flagosStatus_t getCount(int32_t* count) noexcept {
+  return guard("getCount", [&] { return List().count(count); });
+}
+
 }  // namespace flagos_kit
