@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "flagos_kit/env.h"
+
 namespace flagos_host::coll {
 
 const char* opName(int32_t kind) {
@@ -77,15 +79,14 @@ namespace {
 
 // The timeout of a communicator whose caller passed none (timeout_ms <= 0).
 bool defaultTimeout(int64_t* ms, std::string* error) {
-  const char* text = std::getenv("FLAGOS_HOST_COMM_TIMEOUT_MS");
   *ms = kDefaultTimeoutMs;
-  if (text == nullptr || *text == '\0') return true;
+  const auto text = flagos_kit::envValue("FLAGOS_HOST_COMM_TIMEOUT_MS");  // blank: unset
+  if (!text) return true;
   char* end = nullptr;
   errno = 0;
-  const long long value = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || value <= 0) {
-    *error = std::string("FLAGOS_HOST_COMM_TIMEOUT_MS='") + text +
-             "' is not a positive number of milliseconds";
+  const long long value = std::strtoll(text->c_str(), &end, 10);
+  if (errno != 0 || end == text->c_str() || *end != '\0' || value <= 0) {
+    *error = "FLAGOS_HOST_COMM_TIMEOUT_MS='" + *text + "' is not a positive number of milliseconds";
     return false;
   }
   *ms = value;

@@ -48,7 +48,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flagos_kit/calls.h"
+#include "flagos_kit/env.h"
 #include "flagos_kit/program_binary.h"
+#include "flagos_kit/tables.h"
 #include "host.h"
 #include "kernels/kernels.h"
 
@@ -78,11 +81,9 @@ class TempDir {
     if (!path_.empty()) rmdir(path_.c_str());
   }
   bool create(std::string* error) {
-    const char* tmp = std::getenv("TMPDIR");
     static std::atomic<uint64_t> counter{0};
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                          "/flagos-hostcc-" + std::to_string(getpid()) + "-" +
-                          std::to_string(counter++) + "-XXXXXX";
+    std::string pattern = flagos_kit::envValue("TMPDIR").value_or("/tmp") + "/flagos-hostcc-" +
+                          std::to_string(getpid()) + "-" + std::to_string(counter++) + "-XXXXXX";
     if (mkdtemp(&pattern[0]) == nullptr) {
       *error = "cannot create a folder like " + pattern + ": " + std::strerror(errno);
       return false;
@@ -149,10 +150,9 @@ std::vector<std::string> splitSpaces(const char* text) {
   return words;
 }
 
-// $FLAGOS_HOST_CC, or "cc" when unset or empty.
+// $FLAGOS_HOST_CC, or "cc" when unset or blank (the kit's envValue).
 std::string compilerCommand() {
-  const char* cc = std::getenv("FLAGOS_HOST_CC");
-  return cc != nullptr && !splitSpaces(cc).empty() ? cc : "cc";
+  return flagos_kit::envValue("FLAGOS_HOST_CC").value_or("cc");
 }
 
 struct RunResult {
@@ -259,7 +259,8 @@ struct Kernel {
 
 // The opaque handle of compiler.h; only this file uses it.
 struct flagosProgram_st {
-  uint32_t magic = flagos_host::kProgramMagic;
+  static constexpr uint32_t kMagic = flagos_host::kProgramMagic;
+  uint32_t magic = kMagic;
   int32_t device = 0;
   std::shared_ptr<flagos_host::Library> library;
   std::vector<unsigned char> binary;  // header + .so bytes (programGetBinary)
@@ -296,114 +297,6 @@ flagosStatus_t makeProgram(const char* call, int32_t device, const std::string& 
   *out = program.release();
   return FLAGOS_SUCCESS;
 }
-
-flagosStatus_t programBuild(int32_t device, const char* source, const char* options,
-                            flagosProgram_t* program) noexcept {
-  return guard("programBuild", [&] {
-    if (program == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host programBuild: program is NULL");
-    }
-    *program = nullptr;
-    if (source == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host programBuild: source is NULL");
-    }
-    if (findDevice("programBuild", device) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    TempDir dir;
-    std::string error;
-    if (!dir.create(&error))
-      return fail(FLAGOS_ERROR_COMPILE, "host programBuild: %s", error.c_str());
-    const std::string src = dir.file("kernel.c"), so = dir.file("kernel.so");
-    if (!writeFile(src, source, std::strlen(source), &error)) {
-      return fail(FLAGOS_ERROR_COMPILE, "host programBuild: %s", error.c_str());
-    }
-    const std::string cc = compilerCommand();
-    std::vector<std::string> argv = splitSpaces(cc.c_str());
-    for (const char* flag : {"-O2", "-shared", "-fPIC", "-std=c99", "-Wl,-Bsymbolic", "-o"})
-      argv.push_back(flag);
-    argv.push_back(so);
-    argv.push_back(src);
-    for (auto& option : splitSpaces(options != nullptr ? options : "")) argv.push_back(option);
-    argv.push_back("-lm");
-    const RunResult r = runTool(argv, dir.file("build.log"));
-    if (compilerMissing(r)) {
-      return fail(FLAGOS_ERROR_COMPILE,
-                  "host programBuild: no C compiler: FLAGOS_HOST_CC=%s not found (set "
-                  "FLAGOS_HOST_CC to a C compiler on PATH or its full path)",
-                  cc.c_str());
-    }
-    if (r.spawn_error != 0) {
-      return fail(FLAGOS_ERROR_COMPILE, "host programBuild: cannot run FLAGOS_HOST_CC=%s: %s",
-                  cc.c_str(), std::strerror(r.spawn_error));
-    }
-    if (r.exit_code != 0) {
-      const bool cut = r.output.size() > kMaxLog;
-      return fail(FLAGOS_ERROR_COMPILE,
-                  "host programBuild: the C compiler (FLAGOS_HOST_CC=%s) failed with %s %d:\n%s%s",
-                  cc.c_str(), r.exit_code < 0 ? "a signal, code" : "exit code", r.exit_code,
-                  r.output.substr(0, kMaxLog).c_str(), cut ? "\n[build log cut]" : "");
-    }
-    std::vector<unsigned char> bytes;
-    if (!readFile(so, &bytes) || bytes.empty()) {
-      return fail(FLAGOS_ERROR_COMPILE, "host programBuild: the C compiler wrote no %s",
-                  so.c_str());
-    }
-    return makeProgram("programBuild", device, so, bytes, machineKey(cc), program);
-  });
-}
-
-flagosStatus_t programGetBinary(flagosProgram_t program, void* buffer, uint64_t* size) noexcept {
-  return guard("programGetBinary", [&] {
-    if (!validProgram("programGetBinary", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    // The binary is immutable after creation.
-    return flagos_kit::copyOut("programGetBinary", program->binary.data(), program->binary.size(),
-                               buffer, size);
-  });
-}
-
-flagosStatus_t programLoadBinary(int32_t device, const void* binary, uint64_t size,
-                                 flagosProgram_t* program) noexcept {
-  return guard("programLoadBinary", [&] {
-    if (program == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host programLoadBinary: program is NULL");
-    }
-    *program = nullptr;
-    if (binary == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host programLoadBinary: binary is NULL");
-    }
-    if (findDevice("programLoadBinary", device) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    const std::string key = machineKey(compilerCommand());
-    std::string why;
-    const unsigned char* payload = nullptr;
-    size_t bytes = 0;
-    if (!flagos_kit::unwrapBinary(kBinaryMagic, "flagos host binary", fnv1a(key.data(), key.size()),
-                                  "machine or compiler (this one is " + key + ")", binary, size,
-                                  &payload, &bytes, &why)) {
-      return fail(FLAGOS_ERROR_COMPILE, "host programLoadBinary: binary rejected: %s", why.c_str());
-    }
-    const std::vector<unsigned char> so(payload, payload + bytes);
-    TempDir dir;  // the file goes when dir does, right after dlopen
-    std::string error;
-    if (!dir.create(&error)) {
-      return fail(FLAGOS_ERROR_COMPILE, "host programLoadBinary: %s", error.c_str());
-    }
-    const std::string path = dir.file("kernel.so");
-    if (!writeFile(path, so.data(), so.size(), &error)) {
-      return fail(FLAGOS_ERROR_COMPILE, "host programLoadBinary: %s", error.c_str());
-    }
-    return makeProgram("programLoadBinary", device, path, so, key, program);
-  });
-}
-
-flagosStatus_t programDestroy(flagosProgram_t program) noexcept {
-  return guard("programDestroy", [&] {
-    if (!validProgram("programDestroy", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    program->magic = 0;
-    delete program;  // queued launches hold the Library: see Lifetime above
-    return FLAGOS_SUCCESS;
-  });
-}
-
-// ------------------------------------------------------------ launches ---
 
 bool isIdentifier(const char* name) {
   if (name[0] == '\0' || std::strlen(name) > 200 ||
@@ -475,30 +368,14 @@ flagosStatus_t copyArguments(int32_t device, const char* name, const flagosKerne
   size_t total = 0;
   for (int32_t i = 0; i < num_args; ++i) {
     const flagosKernelArg& arg = args[i];
-    if (arg.kind == FLAGOS_ARG_DEVICE_PTR) {
-      if (arg.value == nullptr || arg.size != sizeof(void*)) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "host kernelLaunch: '%s' argument %d: a DEVICE_PTR needs value -> void* and "
-                    "size %zu",
-                    name, i, sizeof(void*));
-      }
-      const void* address = nullptr;
-      std::memcpy(&address, arg.value, sizeof(address));
-      Arena* arena = address != nullptr ? findArena(address, 0) : nullptr;
-      if (address != nullptr &&
-          arena != state().devices[static_cast<size_t>(device)]->arena.get()) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "host kernelLaunch: '%s' argument %d: %p is not memory of device %d", name, i,
-                    address, device);
-      }
-    } else if (arg.kind == FLAGOS_ARG_BYTES) {
-      if (arg.value == nullptr || arg.size == 0) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "host kernelLaunch: '%s' argument %d: BYTES needs a value and a size", name, i);
-      }
-    } else {
+    const void* address = nullptr;  // a DEVICE_PTR's
+    const flagosStatus_t checked = flagos_kit::checkKernelArg(name, i, arg, &address);
+    if (checked != FLAGOS_SUCCESS) return checked;
+    Arena* arena = address != nullptr ? findArena(address, 0) : nullptr;
+    if (address != nullptr && arena != state().devices[static_cast<size_t>(device)]->arena.get()) {
       return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "host kernelLaunch: '%s' argument %d: unknown kind %d", name, i, arg.kind);
+                  "host kernelLaunch: '%s' argument %d: %p is not memory of device %d", name, i,
+                  address, device);
     }
     offsets.push_back(total);
     total += (arg.size + kAlign - 1) / kAlign * kAlign;
@@ -512,76 +389,180 @@ flagosStatus_t copyArguments(int32_t device, const char* name, const flagosKerne
   return FLAGOS_SUCCESS;
 }
 
-flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const flagosKernelArg* args,
-                            int32_t num_args, int32_t work_dim, const uint64_t* global,
-                            const uint64_t* local, flagosStream_t stream) noexcept {
-  return guard("kernelLaunch", [&] {
-    if (!validProgram("kernelLaunch", program) || !validStream("kernelLaunch", stream)) {
-      return FLAGOS_ERROR_INVALID_ARGUMENT;
-    }
-    const flagosStatus_t checked =
-        flagos_kit::checkLaunchArgs(name, args, num_args, work_dim, global, local);
-    if (checked != FLAGOS_SUCCESS) return checked;
-    if (work_dim != 1) {
-      return fail(FLAGOS_ERROR_NOT_SUPPORTED,
-                  "host kernelLaunch: work_dim %d: \"c\" kernels are 1-D", work_dim);
-    }
-    if (global[0] > static_cast<uint64_t>(INT64_MAX)) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "host kernelLaunch: global[0] %" PRIu64 " is too large", global[0]);
-    }
-    if (program->device != stream->device) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "host kernelLaunch: program of device %d launched on a stream of device %d",
-                  program->device, stream->device);
-    }
-    Kernel kernel;
-    {
-      std::lock_guard<std::mutex> lock(program->mu);
-      const flagosStatus_t found = findKernel(program, name, &kernel);
-      if (found != FLAGOS_SUCCESS) return found;
-    }
-    if (kernel.num_args >= 0 && kernel.num_args != num_args) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "host kernelLaunch: wrong argument count for '%s': %d given, the kernel takes "
-                  "%d (%s_num_args)",
-                  name, num_args, kernel.num_args, name);
-    }
-    auto launch = std::make_shared<Launch>();
-    const flagosStatus_t copied =
-        copyArguments(program->device, name, args, num_args, launch.get());
-    if (copied != FLAGOS_SUCCESS || global[0] == 0) return copied;
-    launch->library = program->library;
-    launch->fn = kernel.fn;
-    const auto n = static_cast<int64_t>(global[0]);
-    const int64_t grain = local != nullptr
-                              ? static_cast<int64_t>(std::min<uint64_t>(local[0], INT64_MAX))
-                              : kDefaultGrain;
-    stream->enqueue([launch, n, grain] {
-      kernels::parallelFor(n, grain, [&](int64_t begin, int64_t end) {
-        launch->fn(launch->pointers.data(), static_cast<uint64_t>(begin),
-                   static_cast<uint64_t>(end));
-      });
+// The compiler table (compiler.h), one static member per entry.
+struct CompilerCalls {
+  static flagosStatus_t programBuild(int32_t device, const char* source, const char* options,
+                                     flagosProgram_t* program) noexcept {
+    return guard("programBuild", [&] {
+      if (program == nullptr) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host programBuild: program is NULL");
+      }
+      *program = nullptr;
+      if (source == nullptr) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host programBuild: source is NULL");
+      }
+      if (findDevice("programBuild", device) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      TempDir dir;
+      std::string error;
+      if (!dir.create(&error))
+        return fail(FLAGOS_ERROR_COMPILE, "host programBuild: %s", error.c_str());
+      const std::string src = dir.file("kernel.c"), so = dir.file("kernel.so");
+      if (!writeFile(src, source, std::strlen(source), &error)) {
+        return fail(FLAGOS_ERROR_COMPILE, "host programBuild: %s", error.c_str());
+      }
+      const std::string cc = compilerCommand();
+      std::vector<std::string> argv = splitSpaces(cc.c_str());
+      for (const char* flag : {"-O2", "-shared", "-fPIC", "-std=c99", "-Wl,-Bsymbolic", "-o"})
+        argv.push_back(flag);
+      argv.push_back(so);
+      argv.push_back(src);
+      for (auto& option : splitSpaces(options != nullptr ? options : "")) argv.push_back(option);
+      argv.push_back("-lm");
+      const RunResult r = runTool(argv, dir.file("build.log"));
+      if (compilerMissing(r)) {
+        return fail(FLAGOS_ERROR_COMPILE,
+                    "host programBuild: no C compiler: FLAGOS_HOST_CC=%s not found (set "
+                    "FLAGOS_HOST_CC to a C compiler on PATH or its full path)",
+                    cc.c_str());
+      }
+      if (r.spawn_error != 0) {
+        return fail(FLAGOS_ERROR_COMPILE, "host programBuild: cannot run FLAGOS_HOST_CC=%s: %s",
+                    cc.c_str(), std::strerror(r.spawn_error));
+      }
+      if (r.exit_code != 0) {
+        const bool cut = r.output.size() > kMaxLog;
+        return fail(
+            FLAGOS_ERROR_COMPILE,
+            "host programBuild: the C compiler (FLAGOS_HOST_CC=%s) failed with %s %d:\n%s%s",
+            cc.c_str(), r.exit_code < 0 ? "a signal, code" : "exit code", r.exit_code,
+            r.output.substr(0, kMaxLog).c_str(), cut ? "\n[build log cut]" : "");
+      }
+      std::vector<unsigned char> bytes;
+      if (!readFile(so, &bytes) || bytes.empty()) {
+        return fail(FLAGOS_ERROR_COMPILE, "host programBuild: the C compiler wrote no %s",
+                    so.c_str());
+      }
+      return makeProgram("programBuild", device, so, bytes, machineKey(cc), program);
     });
-    return FLAGOS_SUCCESS;
-  });
-}
+  }
+
+  static flagosStatus_t programGetBinary(flagosProgram_t program, void* buffer,
+                                         uint64_t* size) noexcept {
+    return guard("programGetBinary", [&] {
+      if (!validProgram("programGetBinary", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      // The binary is immutable after creation.
+      return flagos_kit::copyOut("programGetBinary", program->binary.data(), program->binary.size(),
+                                 buffer, size);
+    });
+  }
+
+  static flagosStatus_t programLoadBinary(int32_t device, const void* binary, uint64_t size,
+                                          flagosProgram_t* program) noexcept {
+    return guard("programLoadBinary", [&] {
+      if (program == nullptr) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host programLoadBinary: program is NULL");
+      }
+      *program = nullptr;
+      if (binary == nullptr) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host programLoadBinary: binary is NULL");
+      }
+      if (findDevice("programLoadBinary", device) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      const std::string key = machineKey(compilerCommand());
+      std::string why;
+      const unsigned char* payload = nullptr;
+      size_t bytes = 0;
+      if (!flagos_kit::unwrapBinary(kBinaryMagic, "flagos host binary",
+                                    fnv1a(key.data(), key.size()),
+                                    "machine or compiler (this one is " + key + ")", binary, size,
+                                    &payload, &bytes, &why)) {
+        return fail(FLAGOS_ERROR_COMPILE, "host programLoadBinary: binary rejected: %s",
+                    why.c_str());
+      }
+      const std::vector<unsigned char> so(payload, payload + bytes);
+      TempDir dir;  // the file goes when dir does, right after dlopen
+      std::string error;
+      if (!dir.create(&error)) {
+        return fail(FLAGOS_ERROR_COMPILE, "host programLoadBinary: %s", error.c_str());
+      }
+      const std::string path = dir.file("kernel.so");
+      if (!writeFile(path, so.data(), so.size(), &error)) {
+        return fail(FLAGOS_ERROR_COMPILE, "host programLoadBinary: %s", error.c_str());
+      }
+      return makeProgram("programLoadBinary", device, path, so, key, program);
+    });
+  }
+
+  static flagosStatus_t programDestroy(flagosProgram_t program) noexcept {
+    return guard("programDestroy", [&] {
+      if (!validProgram("programDestroy", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      program->magic = 0;
+      delete program;  // queued launches hold the Library: see Lifetime above
+      return FLAGOS_SUCCESS;
+    });
+  }
+
+  // ------------------------------------------------------------ launches ---
+
+  static flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name,
+                                     const flagosKernelArg* args, int32_t num_args,
+                                     int32_t work_dim, const uint64_t* global,
+                                     const uint64_t* local, flagosStream_t stream) noexcept {
+    return guard("kernelLaunch", [&] {
+      const flagosStatus_t checked =
+          flagos_kit::checkLaunch(program, stream, name, args, num_args, work_dim, global, local);
+      if (checked != FLAGOS_SUCCESS) return checked;
+      if (work_dim != 1) {
+        return fail(FLAGOS_ERROR_NOT_SUPPORTED,
+                    "host kernelLaunch: work_dim %d: \"c\" kernels are 1-D", work_dim);
+      }
+      if (global[0] > static_cast<uint64_t>(INT64_MAX)) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                    "host kernelLaunch: global[0] %" PRIu64 " is too large", global[0]);
+      }
+      if (program->device != stream->device) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                    "host kernelLaunch: program of device %d launched on a stream of device %d",
+                    program->device, stream->device);
+      }
+      Kernel kernel;
+      {
+        std::lock_guard<std::mutex> lock(program->mu);
+        const flagosStatus_t found = findKernel(program, name, &kernel);
+        if (found != FLAGOS_SUCCESS) return found;
+      }
+      if (kernel.num_args >= 0 && kernel.num_args != num_args) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                    "host kernelLaunch: wrong argument count for '%s': %d given, the kernel takes "
+                    "%d (%s_num_args)",
+                    name, num_args, kernel.num_args, name);
+      }
+      auto launch = std::make_shared<Launch>();
+      const flagosStatus_t copied =
+          copyArguments(program->device, name, args, num_args, launch.get());
+      if (copied != FLAGOS_SUCCESS || global[0] == 0) return copied;
+      launch->library = program->library;
+      launch->fn = kernel.fn;
+      const auto n = static_cast<int64_t>(global[0]);
+      const int64_t grain = local != nullptr
+                                ? static_cast<int64_t>(std::min<uint64_t>(local[0], INT64_MAX))
+                                : kDefaultGrain;
+      stream->enqueue([launch, n, grain] {
+        kernels::parallelFor(n, grain, [&](int64_t begin, int64_t end) {
+          launch->fn(launch->pointers.data(), static_cast<uint64_t>(begin),
+                     static_cast<uint64_t>(end));
+        });
+      });
+      return FLAGOS_SUCCESS;
+    });
+  }
+
+  static constexpr const char* language = "c";  // Note [Language "c"] (compiler.h)
+};
 
 }  // namespace
 
 const flagosCompilerTable* compilerTable() {
-  static const flagosCompilerTable table = [] {
-    flagosCompilerTable t{};
-    t.struct_size = sizeof(t);
-    t.language = "c";
-    t.programBuild = programBuild;
-    t.programGetBinary = programGetBinary;
-    t.programLoadBinary = programLoadBinary;
-    t.programDestroy = programDestroy;
-    t.kernelLaunch = kernelLaunch;
-    return t;
-  }();
-  return &table;
+  return flagos_kit::compilerTable<CompilerCalls>();
 }
 
 }  // namespace flagos_host

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "flagos_kit/calls.h"
 #include "host.h"
 
 namespace flagos_host {
@@ -21,116 +22,90 @@ std::string machineArch() {
   return uname(&name) == 0 ? std::string(name.machine) : std::string("unknown");
 }
 
-flagosStatus_t probe(flagosProbeInfo* info) noexcept {
-  return guard("probe", [&] {
-    flagosProbeInfo result{};
-    flagos_kit::copyString(result.sdk_name, "host");
-    flagos_kit::copyString(result.sdk_version, kVersion);
-    Config config;
-    std::string reason;
-    if (!loadConfig(&config, &reason)) {
-      config.device_count = 0;
-    } else if (config.device_count == 0) {
-      reason = "FLAGOS_HOST_DEVICES=0: no host devices requested";
-    }
-    result.device_count = config.device_count;
-    flagos_kit::copyString(result.reason, reason);
-    const flagosStatus_t status = flagos_kit::writeSized("probe", info, result);
-    if (status != FLAGOS_SUCCESS) return status;
-    if (!reason.empty()) return fail(FLAGOS_ERROR_NO_DEVICE, "host probe: %s", reason.c_str());
-    return FLAGOS_SUCCESS;
-  });
-}
+// The device table (device.h), one static member per entry.
+// setCurrent/getCurrent (the calling thread's device) and synchronize
+// (over synchronizeDevice) are the kit's (calls.h).
+struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> {
+  static flagosStatus_t probe(flagosProbeInfo* info) noexcept {
+    return guard("probe", [&] {
+      flagosProbeInfo result{};
+      flagos_kit::copyString(result.sdk_name, "host");
+      flagos_kit::copyString(result.sdk_version, kVersion);
+      Config config;
+      std::string reason;
+      if (!loadConfig(&config, &reason)) {
+        config.device_count = 0;
+      } else if (config.device_count == 0) {
+        reason = "FLAGOS_HOST_DEVICES=0: no host devices requested";
+      }
+      result.device_count = config.device_count;
+      return flagos_kit::answerProbe(info, result, reason);  // NO_DEVICE when reason is set
+    });
+  }
 
-flagosStatus_t init() noexcept {
-  return guard("init", [&] {
-    State& s = state();
-    std::lock_guard<std::mutex> lock(s.init_mutex);
-    if (s.initialized) return FLAGOS_SUCCESS;
-    Config config;
-    std::string error;
-    if (!loadConfig(&config, &error)) {
-      return fail(FLAGOS_ERROR_DEVICE, "host init: %s", error.c_str());
-    }
-    if (config.device_count == 0) {
-      return fail(FLAGOS_ERROR_DEVICE, "host init: FLAGOS_HOST_DEVICES=0: no host devices");
-    }
-    std::vector<std::unique_ptr<Device>> devices;
-    for (int32_t i = 0; i < config.device_count; ++i) {
-      auto device = std::make_unique<Device>();
-      device->index = i;
-      device->arena = Arena::create(i, config.memory_limit);
-      if (!device->arena) return FLAGOS_ERROR_DEVICE;  // create() left the message
-      devices.push_back(std::move(device));
-    }
-    s.devices = std::move(devices);
-    s.initialized = true;
-    return FLAGOS_SUCCESS;
-  });
-}
+  static flagosStatus_t init() noexcept {
+    return guard("init", [&] {
+      State& s = state();
+      std::lock_guard<std::mutex> lock(s.init_mutex);
+      if (s.initialized) return FLAGOS_SUCCESS;
+      Config config;
+      std::string error;
+      if (!loadConfig(&config, &error)) {
+        return fail(FLAGOS_ERROR_DEVICE, "host init: %s", error.c_str());
+      }
+      if (config.device_count == 0) {
+        return fail(FLAGOS_ERROR_DEVICE, "host init: FLAGOS_HOST_DEVICES=0: no host devices");
+      }
+      std::vector<std::unique_ptr<Device>> devices;
+      for (int32_t i = 0; i < config.device_count; ++i) {
+        auto device = std::make_unique<Device>();
+        device->index = i;
+        device->arena = Arena::create(i, config.memory_limit);
+        if (!device->arena) return FLAGOS_ERROR_DEVICE;  // create() left the message
+        devices.push_back(std::move(device));
+      }
+      s.devices = std::move(devices);
+      s.initialized = true;
+      return FLAGOS_SUCCESS;
+    });
+  }
 
-flagosStatus_t shutdown() noexcept {
-  return guard("shutdown", [&] {
-    State& s = state();
-    std::lock_guard<std::mutex> lock(s.init_mutex);
-    // The core destroyed its streams already; any left over are drained and
-    // joined here so that no worker outlives the library (dlclose).
-    for (auto& device : s.devices) {
-      std::lock_guard<std::mutex> streams_lock(device->streams_mutex);
-      for (flagosStream_t stream : device->streams) delete stream;
-      device->streams.clear();
-    }
-    s.initialized = false;
-    s.devices.clear();  // unmaps the arenas
-    return FLAGOS_SUCCESS;
-  });
-}
+  static flagosStatus_t shutdown() noexcept {
+    return guard("shutdown", [&] {
+      State& s = state();
+      std::lock_guard<std::mutex> lock(s.init_mutex);
+      // The core destroyed its streams already; any left over are drained and
+      // joined here so that no worker outlives the library (dlclose).
+      for (auto& device : s.devices) {
+        std::lock_guard<std::mutex> streams_lock(device->streams_mutex);
+        for (flagosStream_t stream : device->streams) delete stream;
+        device->streams.clear();
+      }
+      s.initialized = false;
+      s.devices.clear();  // unmaps the arenas
+      return FLAGOS_SUCCESS;
+    });
+  }
 
-flagosStatus_t getCount(int32_t* count) noexcept {
-  return guard("getCount", [&] {
-    if (count == nullptr)
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host getCount: count is NULL");
-    if (!state().initialized) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host getCount: plugin not initialized");
-    }
-    *count = static_cast<int32_t>(state().devices.size());
-    return FLAGOS_SUCCESS;
-  });
-}
+  static constexpr auto getCount = flagos_kit::getCount<state>;  // devices.h
 
-flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
-  return guard("getProperties", [&] {
-    Device* device = findDevice("getProperties", index);
-    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    flagosDeviceProperties result{};
-    result.compute_units = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-    result.total_memory = device->arena->size();
-    flagos_kit::copyString(result.name, "host");
-    flagos_kit::copyString(result.arch, machineArch());
-    result.preferred_work_group_size = static_cast<uint32_t>(kDefaultGrain);  // no work-groups
-    result.fp64 = FLAGOS_FP64_NATIVE;
-    result.autocast_dtype = FLAGOS_DTYPE_BFLOAT16;  // CPUs have no fast float16 arithmetic
-    return flagos_kit::writeSized("getProperties", props, result);
-  });
-}
-
-flagosStatus_t setCurrent(int32_t index) noexcept {
-  return guard("setCurrent", [&] {
-    return flagos_kit::setCurrentDevice(
-        index, [](int32_t i) { return findDevice("setCurrent", i) != nullptr; });
-  });
-}
-
-flagosStatus_t getCurrent(int32_t* index) noexcept {
-  return guard("getCurrent", [&] { return flagos_kit::getCurrentDevice(index); });
-}
-
-flagosStatus_t synchronize(int32_t index) noexcept {
-  return guard("synchronize", [&] {
-    Device* device = findDevice("synchronize", index);
-    return device == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : synchronizeDevice(device);
-  });
-}
+  static flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
+    return guard("getProperties", [&] {
+      Device* device = findDevice("getProperties", index);
+      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      flagosDeviceProperties result{};
+      result.compute_units =
+          static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+      result.total_memory = device->arena->size();
+      flagos_kit::copyString(result.name, "host");
+      flagos_kit::copyString(result.arch, machineArch());
+      result.preferred_work_group_size = static_cast<uint32_t>(kDefaultGrain);  // no work-groups
+      result.fp64 = FLAGOS_FP64_NATIVE;
+      result.autocast_dtype = FLAGOS_DTYPE_BFLOAT16;  // CPUs have no fast float16 arithmetic
+      return flagos_kit::writeSized("getProperties", props, result);
+    });
+  }
+};
 
 }  // namespace
 
@@ -140,18 +115,7 @@ State& state() {
 }
 
 Device* findDevice(const char* call, int32_t index) noexcept {
-  State& s = state();
-  if (!s.initialized) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: plugin not initialized (init() not called)",
-         call);
-    return nullptr;
-  }
-  if (index < 0 || static_cast<size_t>(index) >= s.devices.size()) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host %s: device %d out of range (%zu devices)", call,
-         index, s.devices.size());
-    return nullptr;
-  }
-  return s.devices[static_cast<size_t>(index)].get();
+  return state().find(call, index);
 }
 
 Arena* findArena(const void* ptr, uint64_t bytes) noexcept {
@@ -165,29 +129,11 @@ Arena* findArena(const void* ptr, uint64_t bytes) noexcept {
 
 flagosStatus_t synchronizeDevice(Device* device) {
   std::lock_guard<std::mutex> lock(device->streams_mutex);
-  flagosStatus_t first = FLAGOS_SUCCESS;
-  for (flagosStream_t stream : device->streams) {
-    const flagosStatus_t status = stream->synchronize();
-    if (first == FLAGOS_SUCCESS) first = status;
-  }
-  return first;
+  return flagos_kit::synchronizeStreams(device->streams);
 }
 
 const flagosDeviceTable* deviceTable() {
-  static const flagosDeviceTable table = [] {
-    flagosDeviceTable t{};
-    t.struct_size = sizeof(t);
-    t.probe = probe;
-    t.init = init;
-    t.shutdown = shutdown;
-    t.getCount = getCount;
-    t.getProperties = getProperties;
-    t.setCurrent = setCurrent;
-    t.getCurrent = getCurrent;
-    t.synchronize = synchronize;
-    return t;
-  }();
-  return &table;
+  return flagos_kit::deviceTable<DeviceCalls>();
 }
 
 }  // namespace flagos_host

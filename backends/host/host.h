@@ -7,8 +7,8 @@
 //   device.cpp  device table: probe, init, current device, synchronize
 //   arena.cpp   one device's memory arena (arena.h)
 //   memory.cpp  memory table: malloc/free, copies, fill, pinned host memory
-//   stream.cpp  streams: one worker thread each
-//   event.cpp   events: markers the stream workers complete
+//   stream.cpp  stream table: streams (one worker thread each) and events,
+//               markers the workers complete (kit/flagos_kit/markers.h)
 //   compiler.cpp compiler table: C source -> cc -> dlopen, launches
 #pragma once
 
@@ -28,10 +28,13 @@
 
 #include "arena.h"
 #include "flagos/vendor.h"
-#include "flagos_kit/calls.h"
+#include "flagos_kit/devices.h"
 #include "flagos_kit/error.h"
 #include "flagos_kit/handle.h"
+#include "flagos_kit/markers.h"
 #include "flagos_kit/out_struct.h"
+#include "flagos_kit/streams.h"
+#include "flagos_kit/tables.h"
 
 namespace flagos_host {
 
@@ -87,11 +90,7 @@ struct Device {
 // that no static destructor runs while a stream worker may still be alive
 // at process exit). devices is written only by init() and shutdown(), which
 // the core calls before and after every other member.
-struct State {
-  std::mutex init_mutex;
-  std::atomic<bool> initialized{false};  // set after devices is filled
-  std::vector<std::unique_ptr<Device>> devices;
-};
+using State = flagos_kit::DeviceList<Device>;  // kit/flagos_kit/devices.h
 State& state();
 
 // The device with physical index @p index, or nullptr after recording an
@@ -113,22 +112,9 @@ const flagosStreamTable* streamTable();
 // Language "c" through the system C compiler (compiler.cpp).
 const flagosCompilerTable* compilerTable();
 
-// Event members of the stream table, defined in event.cpp.
-flagosStatus_t eventCreate(int32_t device, uint32_t flags, flagosEvent_t* event) noexcept;
-flagosStatus_t eventDestroy(flagosEvent_t event) noexcept;
-flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept;
-flagosStatus_t eventQuery(flagosEvent_t event) noexcept;
-flagosStatus_t eventSynchronize(flagosEvent_t event) noexcept;
-flagosStatus_t eventElapsedTime(float* ms, flagosEvent_t start, flagosEvent_t end) noexcept;
-flagosStatus_t streamWaitEvent(flagosStream_t stream, flagosEvent_t event) noexcept;
-
-// Handles carry a magic word so that a destroyed or foreign handle is caught
-// as INVALID_ARGUMENT in the common cases (a debugging aid, not a guarantee).
-constexpr uint32_t kStreamMagic = 0x5354524du;  // "STRM"
-constexpr uint32_t kEventMagic = 0x4556544eu;   // "EVTN"
-
-// Checks a stream handle passed to @p call; records the message on failure.
-bool validStream(const char* call, flagosStream_t stream) noexcept;
+// Checks a stream handle passed to @p call; records the message on failure
+// (flagosStream_st::kMagic, kit/flagos_kit/handle.h).
+using flagos_kit::validStream;
 
 // ------------------------------------------------------ inline execution ---
 // See Note [Inline execution] in stream.cpp. A task's cost is an estimate of
@@ -169,7 +155,8 @@ struct flagosStream_st {
   // SUCCESS when idle, NOT_READY while work is pending.
   flagosStatus_t query();
 
-  uint32_t magic = flagos_host::kStreamMagic;
+  static constexpr uint32_t kMagic = flagos_kit::magicOf("STRM");
+  uint32_t magic = kMagic;
   const int32_t device;
 
  private:
@@ -200,27 +187,7 @@ namespace flagos_host {
 // stream still counts its task as running).
 void onTaskCounted(std::function<void()> fn);
 
-// One recorded point in a stream. eventRecord enqueues a task that completes
-// a fresh marker; waiting on the event waits on the marker captured at the
-// time of the call. Markers are shared with the queued tasks, so destroying
-// an event never leaves a worker with a dangling pointer.
-struct Marker {
-  void complete(bool timestamp);
-  void wait();
-  bool done();
-
-  std::mutex mu;
-  std::condition_variable cv;
-  bool is_done = false;
-  std::chrono::steady_clock::time_point when{};
-};
-
 }  // namespace flagos_host
 
-struct flagosEvent_st {
-  uint32_t magic = flagos_host::kEventMagic;
-  int32_t device = 0;
-  uint32_t flags = 0;
-  std::mutex mu;
-  std::shared_ptr<flagos_host::Marker> last;  // nullptr: never recorded
-};
+// An event: the marker of its last record (kit/flagos_kit/markers.h).
+struct flagosEvent_st : flagos_kit::MarkerEvent<flagos_kit::magicOf("EVTN")> {};

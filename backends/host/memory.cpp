@@ -13,6 +13,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "flagos_kit/calls.h"
 #include "host.h"
 
 namespace flagos_host {
@@ -69,85 +70,6 @@ void fillPattern(char* dst, const char* pattern, uint32_t pattern_size, uint64_t
   }
 }
 
-flagosStatus_t deviceMalloc(int32_t device, uint64_t bytes, void** ptr) noexcept {
-  return guard("malloc", [&] {
-    if (ptr == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host malloc: ptr is NULL");
-    *ptr = nullptr;
-    if (bytes == 0) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host malloc: bytes is 0");
-    Device* d = findDevice("malloc", device);
-    return d == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : d->arena->allocate(bytes, ptr);
-  });
-}
-
-flagosStatus_t deviceFree(int32_t device, void* ptr) noexcept {
-  return guard("free", [&] {
-    if (ptr == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host free: ptr is NULL");
-    Device* d = findDevice("free", device);
-    return d == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : d->arena->release(ptr);
-  });
-}
-
-// Synchronous: memory.h says the core has synchronized the producing stream
-// already, so this is not ordered after queued work.
-flagosStatus_t copy(void* dst, const void* src, uint64_t bytes, flagosMemcpyKind_t kind) noexcept {
-  return guard("memcpy", [&] {
-    if (bytes == 0) return FLAGOS_SUCCESS;
-    if (!checkCopy("memcpy", dst, src, bytes, kind)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    copyBytes(dst, src, bytes, kind);
-    return FLAGOS_SUCCESS;
-  });
-}
-
-flagosStatus_t copyAsync(void* dst, const void* src, uint64_t bytes, flagosMemcpyKind_t kind,
-                         flagosStream_t stream) noexcept {
-  return guard("memcpyAsync", [&] {
-    if (!validStream("memcpyAsync", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    if (bytes == 0) return FLAGOS_SUCCESS;
-    if (!checkCopy("memcpyAsync", dst, src, bytes, kind)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    const int64_t cost = bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
-    stream->enqueue([=] { copyBytes(dst, src, bytes, kind); }, cost);  // Note [Inline execution]
-    return FLAGOS_SUCCESS;
-  });
-}
-
-flagosStatus_t fill(void* dst, const void* pattern, uint32_t pattern_size, uint64_t count,
-                    flagosStream_t stream) noexcept {
-  return guard("memFill", [&] {
-    if (!validStream("memFill", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    if (pattern == nullptr)
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host memFill: pattern is NULL");
-    if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "host memFill: pattern_size %u is not 1, 2, 4 or 8", pattern_size);
-    }
-    if (count == 0) return FLAGOS_SUCCESS;
-    if (count > UINT64_MAX / pattern_size || findArena(dst, count * pattern_size) == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "host memFill: %" PRIu64 " x %u bytes at %p are not device memory", count,
-                  pattern_size, dst);
-    }
-    char value[8];  // copied now: the caller's pattern may be gone when the task runs
-    std::memcpy(value, pattern, pattern_size);
-    const uint64_t bytes = count * pattern_size;  // no overflow: checked above
-    const int64_t cost = bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
-    stream->enqueue([=] { fillPattern(static_cast<char*>(dst), value, pattern_size, count); },
-                    cost);  // Note [Inline execution]
-    return FLAGOS_SUCCESS;
-  });
-}
-
-flagosStatus_t getInfo(int32_t device, uint64_t* free_bytes, uint64_t* total_bytes) noexcept {
-  return guard("memGetInfo", [&] {
-    if (free_bytes == nullptr || total_bytes == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host memGetInfo: an out-parameter is NULL");
-    }
-    Device* d = findDevice("memGetInfo", device);
-    if (d == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    d->arena->info(free_bytes, total_bytes);
-    return FLAGOS_SUCCESS;
-  });
-}
-
 // ------------------------------------------------------ pinned host memory
 
 // Live hostAlloc blocks: size, and whether mlock succeeded (then hostFree
@@ -166,62 +88,127 @@ PinnedBlocks& pinned() {
   return *blocks;
 }
 
-flagosStatus_t hostAlloc(uint64_t bytes, void** ptr) noexcept {
-  return guard("hostAlloc", [&] {
-    if (ptr == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host hostAlloc: ptr is NULL");
-    *ptr = nullptr;
-    if (bytes == 0) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host hostAlloc: bytes is 0");
-    void* block = nullptr;
-    if (posix_memalign(&block, static_cast<size_t>(sysconf(_SC_PAGESIZE)), bytes) != 0) {
-      return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
-                  "host hostAlloc: out of host memory: requested %" PRIu64 " bytes", bytes);
-    }
-    // Best effort: RLIMIT_MEMLOCK is often small, and unlocked memory works
-    // just the same here (the "device" is this CPU).
-    const bool locked = mlock(block, bytes) == 0;
-    std::lock_guard<std::mutex> lock(pinned().mu);
-    pinned().blocks.emplace(block, PinnedBlocks::Block{bytes, locked});
-    *ptr = block;
-    return FLAGOS_SUCCESS;
-  });
+// memGetInfo's answer for @p device: its arena's.
+void arenaInfo(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
+  device->arena->info(free_bytes, total_bytes);
 }
 
-flagosStatus_t hostFree(void* ptr) noexcept {
-  return guard("hostFree", [&] {
-    PinnedBlocks::Block block{};
-    {
-      std::lock_guard<std::mutex> lock(pinned().mu);
-      auto it = pinned().blocks.find(ptr);
-      if (it == pinned().blocks.end()) {
+// The memory table (memory.h), one static member per entry.
+struct MemoryCalls {
+  static flagosStatus_t malloc(int32_t device, uint64_t bytes, void** ptr) noexcept {
+    return guard("malloc", [&] {
+      if (ptr == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host malloc: ptr is NULL");
+      *ptr = nullptr;
+      if (bytes == 0) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host malloc: bytes is 0");
+      Device* d = findDevice("malloc", device);
+      return d == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : d->arena->allocate(bytes, ptr);
+    });
+  }
+
+  static flagosStatus_t free(int32_t device, void* ptr) noexcept {
+    return guard("free", [&] {
+      if (ptr == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host free: ptr is NULL");
+      Device* d = findDevice("free", device);
+      return d == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : d->arena->release(ptr);
+    });
+  }
+
+  // Synchronous: memory.h says the core has synchronized the producing stream
+  // already, so this is not ordered after queued work.
+  static flagosStatus_t memcpy(void* dst, const void* src, uint64_t bytes,
+                               flagosMemcpyKind_t kind) noexcept {
+    return guard("memcpy", [&] {
+      if (bytes == 0) return FLAGOS_SUCCESS;
+      if (!checkCopy("memcpy", dst, src, bytes, kind)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      copyBytes(dst, src, bytes, kind);
+      return FLAGOS_SUCCESS;
+    });
+  }
+
+  static flagosStatus_t memcpyAsync(void* dst, const void* src, uint64_t bytes,
+                                    flagosMemcpyKind_t kind, flagosStream_t stream) noexcept {
+    return guard("memcpyAsync", [&] {
+      if (!validStream("memcpyAsync", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      if (bytes == 0) return FLAGOS_SUCCESS;
+      if (!checkCopy("memcpyAsync", dst, src, bytes, kind)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      const int64_t cost = bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
+      stream->enqueue([=] { copyBytes(dst, src, bytes, kind); }, cost);  // Note [Inline execution]
+      return FLAGOS_SUCCESS;
+    });
+  }
+
+  static flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size,
+                                uint64_t count, flagosStream_t stream) noexcept {
+    return guard("memFill", [&] {
+      if (!validStream("memFill", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      if (pattern == nullptr)
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host memFill: pattern is NULL");
+      if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) {
         return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "host hostFree: %p was not returned by hostAlloc (or was freed)", ptr);
+                    "host memFill: pattern_size %u is not 1, 2, 4 or 8", pattern_size);
       }
-      block = it->second;
-      pinned().blocks.erase(it);
-    }
-    if (block.locked) munlock(ptr, block.bytes);
-    std::free(ptr);
-    return FLAGOS_SUCCESS;
-  });
-}
+      if (count == 0) return FLAGOS_SUCCESS;
+      if (count > UINT64_MAX / pattern_size || findArena(dst, count * pattern_size) == nullptr) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                    "host memFill: %" PRIu64 " x %u bytes at %p are not device memory", count,
+                    pattern_size, dst);
+      }
+      char value[8];  // copied now: the caller's pattern may be gone when the task runs
+      std::memcpy(value, pattern, pattern_size);
+      const uint64_t bytes = count * pattern_size;  // no overflow: checked above
+      const int64_t cost = bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
+      stream->enqueue([=] { fillPattern(static_cast<char*>(dst), value, pattern_size, count); },
+                      cost);  // Note [Inline execution]
+      return FLAGOS_SUCCESS;
+    });
+  }
+
+  static constexpr auto memGetInfo = flagos_kit::memGetInfo<findDevice, arenaInfo>;  // calls.h
+
+  static flagosStatus_t hostAlloc(uint64_t bytes, void** ptr) noexcept {
+    return guard("hostAlloc", [&] {
+      if (ptr == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host hostAlloc: ptr is NULL");
+      *ptr = nullptr;
+      if (bytes == 0) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host hostAlloc: bytes is 0");
+      void* block = nullptr;
+      if (posix_memalign(&block, static_cast<size_t>(sysconf(_SC_PAGESIZE)), bytes) != 0) {
+        return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
+                    "host hostAlloc: out of host memory: requested %" PRIu64 " bytes", bytes);
+      }
+      // Best effort: RLIMIT_MEMLOCK is often small, and unlocked memory works
+      // just the same here (the "device" is this CPU).
+      const bool locked = mlock(block, bytes) == 0;
+      std::lock_guard<std::mutex> lock(pinned().mu);
+      pinned().blocks.emplace(block, PinnedBlocks::Block{bytes, locked});
+      *ptr = block;
+      return FLAGOS_SUCCESS;
+    });
+  }
+
+  static flagosStatus_t hostFree(void* ptr) noexcept {
+    return guard("hostFree", [&] {
+      PinnedBlocks::Block block{};
+      {
+        std::lock_guard<std::mutex> lock(pinned().mu);
+        auto it = pinned().blocks.find(ptr);
+        if (it == pinned().blocks.end()) {
+          return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                      "host hostFree: %p was not returned by hostAlloc (or was freed)", ptr);
+        }
+        block = it->second;
+        pinned().blocks.erase(it);
+      }
+      if (block.locked) munlock(ptr, block.bytes);
+      std::free(ptr);
+      return FLAGOS_SUCCESS;
+    });
+  }
+};
 
 }  // namespace
 
 const flagosMemoryTable* memoryTable() {
-  static const flagosMemoryTable table = [] {
-    flagosMemoryTable t{};
-    t.struct_size = sizeof(t);
-    t.malloc = deviceMalloc;
-    t.free = deviceFree;
-    t.memcpy = copy;
-    t.memcpyAsync = copyAsync;
-    t.memFill = fill;
-    t.memGetInfo = getInfo;
-    t.hostAlloc = hostAlloc;
-    t.hostFree = hostFree;
-    return t;
-  }();
-  return &table;
+  return flagos_kit::memoryTable<MemoryCalls>();
 }
 
 }  // namespace flagos_host

@@ -1,12 +1,14 @@
 // Streams: one worker thread per stream runs the stream's queued work (async
 // copies, fills, event records, waits on events) strictly in order, while the
 // caller returns at once; small work on an idle stream runs on the caller
-// (Note [Inline execution]). A real device's stream would be a queue in its
+// (Note [Inline execution]). Events are markers the workers complete
+// (kit/flagos_kit/markers.h). A real device's stream would be a queue in its
 // SDK; the contract (stream.h) is the same.
 #include <algorithm>
 #include <cstring>
 #include <system_error>
 
+#include "flagos_kit/events.h"
 #include "host.h"
 
 // ------------------------------------------------------------ the worker
@@ -141,92 +143,85 @@ flagosStatus_t flagosStream_st::takeError() {
 }
 
 namespace flagos_host {
-
-bool validStream(const char* call, flagosStream_t stream) noexcept {
-  return flagos_kit::validHandle(call, "stream", stream, kStreamMagic);
-}
-
 namespace {
 
-// --------------------------------------------------------- table members
+using flagos_kit::Marker;
 
-flagosStatus_t streamCreate(int32_t device, int32_t priority, flagosStream_t* stream) noexcept {
-  (void)priority;  // a hint; one worker per stream needs no priorities
-  return guard("streamCreate", [&] {
-    if (stream == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host streamCreate: stream is NULL");
-    }
-    *stream = nullptr;
-    Device* d = findDevice("streamCreate", device);
-    if (d == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    std::unique_ptr<flagosStream_st> created;
-    try {
-      created = std::make_unique<flagosStream_st>(device);
-    } catch (const std::system_error& e) {  // no thread to be had (limits)
-      return fail(FLAGOS_ERROR_DEVICE, "host streamCreate: cannot start a worker: %s", e.what());
-    }
-    std::lock_guard<std::mutex> lock(d->streams_mutex);
-    d->streams.push_back(created.get());
-    *stream = created.release();
-    return FLAGOS_SUCCESS;
-  });
-}
-
-// Blocks until the queued work is done (stream.h: "after its queued work
-// completes"), then joins the worker.
-flagosStatus_t streamDestroy(flagosStream_t stream) noexcept {
-  return guard("streamDestroy", [&] {
-    if (!validStream("streamDestroy", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    Device* d = findDevice("streamDestroy", stream->device);
-    if (d == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    {
-      std::lock_guard<std::mutex> lock(d->streams_mutex);
-      auto it = std::find(d->streams.begin(), d->streams.end(), stream);
-      if (it == d->streams.end()) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host streamDestroy: unknown stream %p",
-                    static_cast<void*>(stream));
+// The stream table (stream.h), one static member per entry; events are
+// markers (kit/flagos_kit/markers.h) that the stream workers complete.
+// From the kit: streamSynchronize, streamQuery, eventCreate, eventDestroy
+// (events.h), eventQuery, eventSynchronize, eventElapsedTime (markers.h).
+struct StreamCalls : flagos_kit::StreamCallsBase<findDevice>, flagos_kit::MarkerEventCalls<> {
+  static flagosStatus_t streamCreate(int32_t device, int32_t priority,
+                                     flagosStream_t* stream) noexcept {
+    (void)priority;  // a hint; one worker per stream needs no priorities
+    return guard("streamCreate", [&] {
+      if (stream == nullptr) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host streamCreate: stream is NULL");
       }
-      d->streams.erase(it);
-    }
-    delete stream;
-    return FLAGOS_SUCCESS;
-  });
-}
+      *stream = nullptr;
+      Device* d = findDevice("streamCreate", device);
+      if (d == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      std::unique_ptr<flagosStream_st> created;
+      try {
+        created = std::make_unique<flagosStream_st>(device);
+      } catch (const std::system_error& e) {  // no thread to be had (limits)
+        return fail(FLAGOS_ERROR_DEVICE, "host streamCreate: cannot start a worker: %s", e.what());
+      }
+      std::lock_guard<std::mutex> lock(d->streams_mutex);
+      d->streams.push_back(created.get());
+      *stream = created.release();
+      return FLAGOS_SUCCESS;
+    });
+  }
 
-flagosStatus_t streamSynchronize(flagosStream_t stream) noexcept {
-  return guard("streamSynchronize", [&] {
-    if (!validStream("streamSynchronize", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    return stream->synchronize();
-  });
-}
+  // Blocks until the queued work is done (stream.h: "after its queued work
+  // completes"), then joins the worker.
+  static flagosStatus_t streamDestroy(flagosStream_t stream) noexcept {
+    return guard("streamDestroy", [&] {
+      if (!validStream("streamDestroy", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      Device* d = findDevice("streamDestroy", stream->device);
+      if (d == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      {
+        std::lock_guard<std::mutex> lock(d->streams_mutex);
+        auto it = std::find(d->streams.begin(), d->streams.end(), stream);
+        if (it == d->streams.end()) {
+          return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host streamDestroy: unknown stream %p",
+                      static_cast<void*>(stream));
+        }
+        d->streams.erase(it);
+      }
+      delete stream;
+      return FLAGOS_SUCCESS;
+    });
+  }
 
-flagosStatus_t streamQuery(flagosStream_t stream) noexcept {
-  return guard("streamQuery", [&] {
-    if (!validStream("streamQuery", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    return stream->query();
-  });
-}
+  // Work queued on @p stream after this call waits (on the stream's worker,
+  // not on the caller) until the event's current capture has completed.
+  static flagosStatus_t streamWaitEvent(flagosStream_t stream, flagosEvent_t event) noexcept {
+    return guard("streamWaitEvent", [&] {
+      return flagos_kit::waitMarker(stream, event, [](flagosStream_t s, std::shared_ptr<Marker> m) {
+        s->enqueue([m] { m->wait(); });  // never inline: it blocks
+      });
+    });
+  }
+
+  static flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept {
+    return guard("eventRecord", [&] {
+      return flagos_kit::recordMarker(event, stream, [event](flagosStream_t s, auto m) {
+        const bool timing = (event->flags & FLAGOS_EVENT_TIMING) != 0;  // checked live by now
+        // Cost 0: on an idle stream the marker completes now (Note [Inline
+        // execution]), once the stream has counted the record done.
+        s->enqueue([m, timing] { onTaskCounted([m, timing] { m->complete(timing); }); }, 0);
+      });
+    });
+  }
+};
 
 }  // namespace
 
 const flagosStreamTable* streamTable() {
-  static const flagosStreamTable table = [] {
-    flagosStreamTable t{};
-    t.struct_size = sizeof(t);
-    t.streamCreate = streamCreate;
-    t.streamDestroy = streamDestroy;
-    t.streamSynchronize = streamSynchronize;
-    t.streamQuery = streamQuery;
-    t.streamWaitEvent = streamWaitEvent;
-    t.eventCreate = eventCreate;
-    t.eventDestroy = eventDestroy;
-    t.eventRecord = eventRecord;
-    t.eventQuery = eventQuery;
-    t.eventSynchronize = eventSynchronize;
-    t.eventElapsedTime = eventElapsedTime;
-    return t;
-  }();
-  return &table;
+  return flagos_kit::streamTable<StreamCalls>();
 }
 
 }  // namespace flagos_host

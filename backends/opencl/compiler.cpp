@@ -45,31 +45,6 @@ flagosStatus_t buildFor(const char* call, Device* device, cl_program program, co
   return FLAGOS_SUCCESS;
 }
 
-flagosStatus_t programBuild(int32_t index, const char* source, const char* options,
-                            flagosProgram_t* program) noexcept {
-  return guard("programBuild", [&] {
-    const CompileLock compiling(CompileLock::kYield);
-    if (program == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programBuild: program is NULL");
-    }
-    *program = nullptr;
-    if (source == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programBuild: source is NULL");
-    }
-    Device* device = findDevice("programBuild", index);
-    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    cl_int error = CL_SUCCESS;
-    cl_program built = clCreateProgramWithSource(device->context, 1, &source, nullptr, &error);
-    if (built == nullptr) {
-      return fail(isOutOfMemory(error) ? FLAGOS_ERROR_OUT_OF_MEMORY : FLAGOS_ERROR_DEVICE,
-                  "opencl programBuild: clCreateProgramWithSource failed: %s",
-                  clErrorName(error).c_str());
-    }
-    return buildFor("programBuild", device, built, options != nullptr ? options : "", program);
-  });
-}
-
-// The header + payload of @p program, made once; mu held.
 flagosStatus_t serialize(flagosProgram_t program) {
   if (!program->binary.empty()) return FLAGOS_SUCCESS;
   size_t payload_bytes = 0;  // one device per program
@@ -97,61 +72,95 @@ flagosStatus_t serialize(flagosProgram_t program) {
   return FLAGOS_SUCCESS;
 }
 
-flagosStatus_t programGetBinary(flagosProgram_t program, void* buffer, uint64_t* size) noexcept {
-  return guard("programGetBinary", [&] {
-    const CompileLock compiling;
-    if (!validProgram("programGetBinary", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    if (size == nullptr) return flagos_kit::copyOut("programGetBinary", nullptr, 0, buffer, size);
-    std::lock_guard<std::mutex> lock(program->mu);
-    const flagosStatus_t status = serialize(program);
-    if (status != FLAGOS_SUCCESS) return status;
-    return flagos_kit::copyOut("programGetBinary", program->binary.data(), program->binary.size(),
-                               buffer, size);
-  });
-}
+// The compiler table (compiler.h), one static member per entry.
+struct CompilerCalls {
+  static flagosStatus_t programBuild(int32_t index, const char* source, const char* options,
+                                     flagosProgram_t* program) noexcept {
+    return guard("programBuild", [&] {
+      const CompileLock compiling(CompileLock::kYield);
+      if (program == nullptr) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programBuild: program is NULL");
+      }
+      *program = nullptr;
+      if (source == nullptr) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programBuild: source is NULL");
+      }
+      Device* device = findDevice("programBuild", index);
+      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      cl_int error = CL_SUCCESS;
+      cl_program built = clCreateProgramWithSource(device->context, 1, &source, nullptr, &error);
+      if (built == nullptr) {
+        return fail(isOutOfMemory(error) ? FLAGOS_ERROR_OUT_OF_MEMORY : FLAGOS_ERROR_DEVICE,
+                    "opencl programBuild: clCreateProgramWithSource failed: %s",
+                    clErrorName(error).c_str());
+      }
+      return buildFor("programBuild", device, built, options != nullptr ? options : "", program);
+    });
+  }
 
-flagosStatus_t programLoadBinary(int32_t index, const void* binary, uint64_t size,
-                                 flagosProgram_t* program) noexcept {
-  return guard("programLoadBinary", [&] {
-    const CompileLock compiling(CompileLock::kYield);
-    if (program == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programLoadBinary: program is NULL");
-    }
-    *program = nullptr;
-    if (binary == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programLoadBinary: binary is NULL");
-    }
-    Device* device = findDevice("programLoadBinary", index);
-    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    std::string why;
-    const unsigned char* payload = nullptr;
-    size_t payload_bytes = 0;
-    if (!flagos_kit::unwrapBinary(kBinaryMagic, "flagos OpenCL binary", deviceHash(*device),
-                                  "device or driver (this one is " + deviceKey(device->info) + ")",
-                                  binary, size, &payload, &payload_bytes, &why)) {
-      return fail(FLAGOS_ERROR_COMPILE, "opencl programLoadBinary: binary rejected: %s",
-                  why.c_str());
-    }
-    cl_int binary_status = CL_SUCCESS, error = CL_SUCCESS;
-    cl_program loaded = clCreateProgramWithBinary(device->context, 1, &device->info.id,
-                                                  &payload_bytes, &payload, &binary_status, &error);
-    if (loaded == nullptr) {
-      return fail(FLAGOS_ERROR_COMPILE,
-                  "opencl programLoadBinary: the driver rejected the binary: %s (binary status %s)",
-                  clErrorName(error).c_str(), clErrorName(binary_status).c_str());
-    }
-    return buildFor("programLoadBinary", device, loaded, "", program);
-  });
-}
+  // The header + payload of @p program, made once; mu held.
+  static flagosStatus_t programGetBinary(flagosProgram_t program, void* buffer,
+                                         uint64_t* size) noexcept {
+    return guard("programGetBinary", [&] {
+      const CompileLock compiling;
+      if (!validProgram("programGetBinary", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      if (size == nullptr) return flagos_kit::copyOut("programGetBinary", nullptr, 0, buffer, size);
+      std::lock_guard<std::mutex> lock(program->mu);
+      const flagosStatus_t status = serialize(program);
+      if (status != FLAGOS_SUCCESS) return status;
+      return flagos_kit::copyOut("programGetBinary", program->binary.data(), program->binary.size(),
+                                 buffer, size);
+    });
+  }
 
-flagosStatus_t programDestroy(flagosProgram_t program) noexcept {
-  return guard("programDestroy", [&] {
-    if (!validProgram("programDestroy", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    program->magic = 0;
-    delete program;
-    return FLAGOS_SUCCESS;
-  });
-}
+  static flagosStatus_t programLoadBinary(int32_t index, const void* binary, uint64_t size,
+                                          flagosProgram_t* program) noexcept {
+    return guard("programLoadBinary", [&] {
+      const CompileLock compiling(CompileLock::kYield);
+      if (program == nullptr) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programLoadBinary: program is NULL");
+      }
+      *program = nullptr;
+      if (binary == nullptr) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl programLoadBinary: binary is NULL");
+      }
+      Device* device = findDevice("programLoadBinary", index);
+      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      std::string why;
+      const unsigned char* payload = nullptr;
+      size_t payload_bytes = 0;
+      if (!flagos_kit::unwrapBinary(
+              kBinaryMagic, "flagos OpenCL binary", deviceHash(*device),
+              "device or driver (this one is " + deviceKey(device->info) + ")", binary, size,
+              &payload, &payload_bytes, &why)) {
+        return fail(FLAGOS_ERROR_COMPILE, "opencl programLoadBinary: binary rejected: %s",
+                    why.c_str());
+      }
+      cl_int binary_status = CL_SUCCESS, error = CL_SUCCESS;
+      cl_program loaded = clCreateProgramWithBinary(
+          device->context, 1, &device->info.id, &payload_bytes, &payload, &binary_status, &error);
+      if (loaded == nullptr) {
+        return fail(
+            FLAGOS_ERROR_COMPILE,
+            "opencl programLoadBinary: the driver rejected the binary: %s (binary status %s)",
+            clErrorName(error).c_str(), clErrorName(binary_status).c_str());
+      }
+      return buildFor("programLoadBinary", device, loaded, "", program);
+    });
+  }
+
+  static flagosStatus_t programDestroy(flagosProgram_t program) noexcept {
+    return guard("programDestroy", [&] {
+      if (!validProgram("programDestroy", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      program->magic = 0;
+      delete program;
+      return FLAGOS_SUCCESS;
+    });
+  }
+
+  static constexpr const char* language = "opencl-c";
+  static constexpr auto kernelLaunch = flagos_opencl::kernelLaunch;  // launch.cpp
+};
 
 }  // namespace
 
@@ -173,18 +182,7 @@ bool validProgram(const char* call, flagosProgram_t program) noexcept {
 }
 
 const flagosCompilerTable* compilerTable() {
-  static const flagosCompilerTable table = [] {
-    flagosCompilerTable t{};
-    t.struct_size = sizeof(t);
-    t.language = "opencl-c";
-    t.programBuild = programBuild;
-    t.programGetBinary = programGetBinary;
-    t.programLoadBinary = programLoadBinary;
-    t.programDestroy = programDestroy;
-    t.kernelLaunch = kernelLaunch;  // launch.cpp
-    return t;
-  }();
-  return &table;
+  return flagos_kit::compilerTable<CompilerCalls>();
 }
 
 namespace {

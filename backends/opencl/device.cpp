@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "flagos_kit/calls.h"
 #include "opencl.h"
 
 namespace flagos_opencl {
@@ -26,28 +27,6 @@ std::string archKey(const DeviceInfo& info) {
   char hash[18];
   std::snprintf(hash, sizeof(hash), "#%016" PRIx64, fnv1a(key.data(), key.size()));
   return key.substr(0, kCapacity - 17) + hash;
-}
-
-flagosStatus_t probe(flagosProbeInfo* info) noexcept {
-  return guard("probe", [&] {
-    flagosProbeInfo result{};
-    flagos_kit::copyString(result.sdk_name, "OpenCL");
-    Config config;
-    std::string reason;
-    std::vector<DeviceInfo> devices;
-    if (loadConfig(&config, &reason) && discoverDevices(config, &devices, &reason)) {
-      result.device_count = static_cast<int32_t>(devices.size());
-      flagos_kit::copyString(result.sdk_version, devices.front().platform_version);
-      flagos_kit::copyString(result.driver_version, devices.front().driver_version);
-      // See Note [OpenCL plugin priority]: all chosen devices are of one class.
-      if (!devices.front().accelerator) result.priority = FLAGOS_PRIORITY_CPU_HOSTED - 5;
-    }
-    flagos_kit::copyString(result.reason, reason);
-    const flagosStatus_t status = flagos_kit::writeSized("probe", info, result);
-    if (status != FLAGOS_SUCCESS) return status;
-    if (!reason.empty()) return fail(FLAGOS_ERROR_NO_DEVICE, "opencl probe: %s", reason.c_str());
-    return FLAGOS_SUCCESS;
-  });
 }
 
 // Creates what one device needs; nullptr after recording the error.
@@ -78,106 +57,102 @@ std::unique_ptr<Device> openDevice(int32_t index, const DeviceInfo& info, const 
   return device;
 }
 
-flagosStatus_t init() noexcept {
-  return guard("init", [&] {
-    State& s = state();
-    std::lock_guard<std::mutex> lock(s.init_mutex);
-    if (s.initialized) return FLAGOS_SUCCESS;
-    Config config;
-    std::string error;
-    std::vector<DeviceInfo> infos;
-    if (!loadConfig(&config, &error) || !discoverDevices(config, &infos, &error)) {
-      return fail(FLAGOS_ERROR_DEVICE, "opencl init: %s", error.c_str());
-    }
-    std::vector<std::unique_ptr<Device>> devices;
-    for (size_t i = 0; i < infos.size(); ++i) {
-      auto device = openDevice(static_cast<int32_t>(i), infos[i], config);
-      if (!device) return FLAGOS_ERROR_DEVICE;
-      devices.push_back(std::move(device));
-    }
-    bool pocl = false;
-    for (const DeviceInfo& info : infos) pocl = pocl || info.pocl;
-    setSerializeCompiles(pocl);
-    s.devices = std::move(devices);
-    s.initialized = true;
-    if (config.warmup != Warmup::kOff) {
-      std::vector<Device*> warm;
-      for (auto& device : s.devices) warm.push_back(device.get());
-      startWarmup(warm, config.warmup);  // returns at once
-    }
-    return FLAGOS_SUCCESS;
-  });
-}
+// The device table (device.h), one static member per entry.
+// setCurrent/getCurrent (the calling thread's device) and synchronize
+// (over synchronizeDevice) are the kit's (calls.h).
+struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> {
+  static flagosStatus_t probe(flagosProbeInfo* info) noexcept {
+    return guard("probe", [&] {
+      flagosProbeInfo result{};
+      flagos_kit::copyString(result.sdk_name, "OpenCL");
+      Config config;
+      std::string reason;
+      std::vector<DeviceInfo> devices;
+      if (loadConfig(&config, &reason) && discoverDevices(config, &devices, &reason)) {
+        result.device_count = static_cast<int32_t>(devices.size());
+        flagos_kit::copyString(result.sdk_version, devices.front().platform_version);
+        flagos_kit::copyString(result.driver_version, devices.front().driver_version);
+        // See Note [OpenCL plugin priority]: all chosen devices are of one class.
+        if (!devices.front().accelerator) result.priority = FLAGOS_PRIORITY_CPU_HOSTED - 5;
+      }
+      return flagos_kit::answerProbe(info, result, reason);  // NO_DEVICE when reason is set
+    });
+  }
 
-flagosStatus_t shutdown() noexcept {
-  return guard("shutdown", [&] {
-    State& s = state();
-    std::lock_guard<std::mutex> lock(s.init_mutex);
-    stopWarmup();  // it uses the devices: the step in flight finishes first
-    // The core destroyed its streams already; any left over are finished
-    // and released here, before their contexts go.
-    for (auto& device : s.devices) {
-      std::lock_guard<std::mutex> streams_lock(device->streams_mutex);
-      for (flagosStream_t stream : device->streams) delete stream;
-      device->streams.clear();
-    }
-    s.initialized = false;
-    s.devices.clear();  // buffers, queues, contexts, address windows
-    return FLAGOS_SUCCESS;
-  });
-}
+  static flagosStatus_t init() noexcept {
+    return guard("init", [&] {
+      State& s = state();
+      std::lock_guard<std::mutex> lock(s.init_mutex);
+      if (s.initialized) return FLAGOS_SUCCESS;
+      Config config;
+      std::string error;
+      std::vector<DeviceInfo> infos;
+      if (!loadConfig(&config, &error) || !discoverDevices(config, &infos, &error)) {
+        return fail(FLAGOS_ERROR_DEVICE, "opencl init: %s", error.c_str());
+      }
+      std::vector<std::unique_ptr<Device>> devices;
+      for (size_t i = 0; i < infos.size(); ++i) {
+        auto device = openDevice(static_cast<int32_t>(i), infos[i], config);
+        if (!device) return FLAGOS_ERROR_DEVICE;
+        devices.push_back(std::move(device));
+      }
+      bool pocl = false;
+      for (const DeviceInfo& info : infos) pocl = pocl || info.pocl;
+      setSerializeCompiles(pocl);
+      s.devices = std::move(devices);
+      s.initialized = true;
+      if (config.warmup != Warmup::kOff) {
+        std::vector<Device*> warm;
+        for (auto& device : s.devices) warm.push_back(device.get());
+        startWarmup(warm, config.warmup);  // returns at once
+      }
+      return FLAGOS_SUCCESS;
+    });
+  }
 
-flagosStatus_t getCount(int32_t* count) noexcept {
-  return guard("getCount", [&] {
-    if (count == nullptr)
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl getCount: count is NULL");
-    if (!state().initialized) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl getCount: plugin not initialized");
-    }
-    *count = static_cast<int32_t>(state().devices.size());
-    return FLAGOS_SUCCESS;
-  });
-}
+  static flagosStatus_t shutdown() noexcept {
+    return guard("shutdown", [&] {
+      State& s = state();
+      std::lock_guard<std::mutex> lock(s.init_mutex);
+      stopWarmup();  // it uses the devices: the step in flight finishes first
+      // The core destroyed its streams already; any left over are finished
+      // and released here, before their contexts go.
+      for (auto& device : s.devices) {
+        std::lock_guard<std::mutex> streams_lock(device->streams_mutex);
+        for (flagosStream_t stream : device->streams) delete stream;
+        device->streams.clear();
+      }
+      s.initialized = false;
+      s.devices.clear();  // buffers, queues, contexts, address windows
+      return FLAGOS_SUCCESS;
+    });
+  }
 
-flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
-  return guard("getProperties", [&] {
-    Device* device = findDevice("getProperties", index);
-    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    flagosDeviceProperties result{};
-    result.compute_units = std::max(1, device->info.compute_units);
-    result.total_memory = device->total_memory;
-    // The device's OpenCL version: what the generator may assume.
-    result.capability_major = device->info.cl_major;
-    result.capability_minor = device->info.cl_minor;
-    flagos_kit::copyString(result.name, device->info.name);
-    flagos_kit::copyString(result.arch, archKey(device->info));
-    result.max_work_group_size =
-        static_cast<uint32_t>(std::min<uint64_t>(device->info.max_work_group_size, UINT32_MAX));
-    result.fp64 = device->info.fp64 ? FLAGOS_FP64_NATIVE : FLAGOS_FP64_NONE;
-    // CPU devices (PoCL) have no fast float16 either; GPUs run both, and
-    // float16 is what CUDA code expects.
-    result.autocast_dtype = device->info.accelerator ? FLAGOS_DTYPE_FLOAT16 : FLAGOS_DTYPE_BFLOAT16;
-    return flagos_kit::writeSized("getProperties", props, result);
-  });
-}
+  static constexpr auto getCount = flagos_kit::getCount<state>;  // devices.h
 
-flagosStatus_t setCurrent(int32_t index) noexcept {
-  return guard("setCurrent", [&] {
-    return flagos_kit::setCurrentDevice(
-        index, [](int32_t i) { return findDevice("setCurrent", i) != nullptr; });
-  });
-}
-
-flagosStatus_t getCurrent(int32_t* index) noexcept {
-  return guard("getCurrent", [&] { return flagos_kit::getCurrentDevice(index); });
-}
-
-flagosStatus_t synchronize(int32_t index) noexcept {
-  return guard("synchronize", [&] {
-    Device* device = findDevice("synchronize", index);
-    return device == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : synchronizeDevice(device);
-  });
-}
+  static flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
+    return guard("getProperties", [&] {
+      Device* device = findDevice("getProperties", index);
+      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      flagosDeviceProperties result{};
+      result.compute_units = std::max(1, device->info.compute_units);
+      result.total_memory = device->total_memory;
+      // The device's OpenCL version: what the generator may assume.
+      result.capability_major = device->info.cl_major;
+      result.capability_minor = device->info.cl_minor;
+      flagos_kit::copyString(result.name, device->info.name);
+      flagos_kit::copyString(result.arch, archKey(device->info));
+      result.max_work_group_size =
+          static_cast<uint32_t>(std::min<uint64_t>(device->info.max_work_group_size, UINT32_MAX));
+      result.fp64 = device->info.fp64 ? FLAGOS_FP64_NATIVE : FLAGOS_FP64_NONE;
+      // CPU devices (PoCL) have no fast float16 either; GPUs run both, and
+      // float16 is what CUDA code expects.
+      result.autocast_dtype =
+          device->info.accelerator ? FLAGOS_DTYPE_FLOAT16 : FLAGOS_DTYPE_BFLOAT16;
+      return flagos_kit::writeSized("getProperties", props, result);
+    });
+  }
+};
 
 }  // namespace
 
@@ -196,18 +171,7 @@ State& state() {
 }
 
 Device* findDevice(const char* call, int32_t index) noexcept {
-  State& s = state();
-  if (!s.initialized) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: plugin not initialized (init() not called)",
-         call);
-    return nullptr;
-  }
-  if (index < 0 || static_cast<size_t>(index) >= s.devices.size()) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl %s: device %d out of range (%zu devices)", call,
-         index, s.devices.size());
-    return nullptr;
-  }
-  return s.devices[static_cast<size_t>(index)].get();
+  return state().find(call, index);
 }
 
 bool resolve(const char* call, const void* address, uint64_t bytes, DevicePtr* out) noexcept {
@@ -235,11 +199,7 @@ bool resolve(const char* call, const void* address, uint64_t bytes, DevicePtr* o
 
 flagosStatus_t synchronizeDevice(Device* device) {
   std::lock_guard<std::mutex> lock(device->streams_mutex);
-  flagosStatus_t first = FLAGOS_SUCCESS;
-  for (flagosStream_t stream : device->streams) {
-    const flagosStatus_t status = stream->synchronize();
-    if (first == FLAGOS_SUCCESS) first = status;
-  }
+  flagosStatus_t first = flagos_kit::synchronizeStreams(device->streams);
   const cl_int error = clFinish(device->sync_queue);
   if (error != CL_SUCCESS && first == FLAGOS_SUCCESS) {
     first = fail(FLAGOS_ERROR_DEVICE, "opencl synchronize: clFinish on device %d failed: %s",
@@ -253,20 +213,7 @@ std::string deviceKey(const DeviceInfo& info) {
 }
 
 const flagosDeviceTable* deviceTable() {
-  static const flagosDeviceTable table = [] {
-    flagosDeviceTable t{};
-    t.struct_size = sizeof(t);
-    t.probe = probe;
-    t.init = init;
-    t.shutdown = shutdown;
-    t.getCount = getCount;
-    t.getProperties = getProperties;
-    t.setCurrent = setCurrent;
-    t.getCurrent = getCurrent;
-    t.synchronize = synchronize;
-    return t;
-  }();
-  return &table;
+  return flagos_kit::deviceTable<DeviceCalls>();
 }
 
 }  // namespace flagos_opencl

@@ -15,9 +15,7 @@ flagosEvent_st::~flagosEvent_st() {
 namespace flagos_opencl {
 namespace {
 
-bool validEvent(const char* call, flagosEvent_t event) {
-  return flagos_kit::validHandle(call, "event", event, kEventMagic);
-}
+using flagos_kit::validEvent;
 
 // Owns one reference to a marker (or none: never recorded).
 class MarkerRef {
@@ -60,33 +58,11 @@ void CL_CALLBACK openGate(cl_event, cl_int status, void* gate) noexcept {
 
 }  // namespace
 
-flagosStatus_t eventCreate(int32_t device, uint32_t flags, flagosEvent_t* event) noexcept {
-  return guard("eventCreate", [&] {
-    return flagos_kit::createEvent(device, flags, event, [](int32_t index) {
-      return findDevice("eventCreate", index) != nullptr;
-    });
-  });
-}
-
-flagosStatus_t eventDestroy(flagosEvent_t event) noexcept {
-  return guard("eventDestroy", [&] {
-    if (!validEvent("eventDestroy", event)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    event->magic = 0;
-    delete event;  // pending waits hold their own reference to the marker
-    return FLAGOS_SUCCESS;
-  });
-}
-
-flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept {
+flagosStatus_t EventCalls::eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept {
   return guard("eventRecord", [&] {
-    if (!validEvent("eventRecord", event) || !validStream("eventRecord", stream)) {
-      return FLAGOS_ERROR_INVALID_ARGUMENT;
-    }
-    if (event->device != stream->device->index) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "opencl eventRecord: event of device %d recorded on a stream of device %d",
-                  event->device, stream->device->index);
-    }
+    const flagosStatus_t checked = flagos_kit::checkRecord(
+        event, stream, [](const flagosStream_st* s) { return s->device->index; });
+    if (checked != FLAGOS_SUCCESS) return checked;
     cl_event marker = nullptr;
     const cl_int error = stream->enqueue([&](cl_command_queue queue, cl_event* out) {
       const cl_int e = clEnqueueMarkerWithWaitList(queue, 0, nullptr, out);
@@ -109,7 +85,7 @@ flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept 
   });
 }
 
-flagosStatus_t eventQuery(flagosEvent_t event) noexcept {
+flagosStatus_t EventCalls::eventQuery(flagosEvent_t event) noexcept {
   return guard("eventQuery", [&] {
     if (!validEvent("eventQuery", event)) return FLAGOS_ERROR_INVALID_ARGUMENT;
     const MarkerRef marker(event);
@@ -120,7 +96,7 @@ flagosStatus_t eventQuery(flagosEvent_t event) noexcept {
   });
 }
 
-flagosStatus_t eventSynchronize(flagosEvent_t event) noexcept {
+flagosStatus_t EventCalls::eventSynchronize(flagosEvent_t event) noexcept {
   return guard("eventSynchronize", [&] {
     if (!validEvent("eventSynchronize", event)) return FLAGOS_ERROR_INVALID_ARGUMENT;
     const MarkerRef marker(event);
@@ -133,22 +109,13 @@ flagosStatus_t eventSynchronize(flagosEvent_t event) noexcept {
   });
 }
 
-flagosStatus_t eventElapsedTime(float* ms, flagosEvent_t start, flagosEvent_t end) noexcept {
+flagosStatus_t EventCalls::eventElapsedTime(float* ms, flagosEvent_t start,
+                                            flagosEvent_t end) noexcept {
   return guard("eventElapsedTime", [&] {
-    if (ms == nullptr)
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl eventElapsedTime: ms is NULL");
-    if (!validEvent("eventElapsedTime", start) || !validEvent("eventElapsedTime", end)) {
-      return FLAGOS_ERROR_INVALID_ARGUMENT;
-    }
-    if ((start->flags & end->flags & FLAGOS_EVENT_TIMING) == 0) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "opencl eventElapsedTime: both events need FLAGOS_EVENT_TIMING");
-    }
+    const flagosStatus_t checked = flagos_kit::checkElapsedTime(ms, start, end);
+    if (checked != FLAGOS_SUCCESS) return checked;
     const MarkerRef first(start), second(end);
-    if (first.get() == nullptr || second.get() == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "opencl eventElapsedTime: an event was never recorded");
-    }
+    if (first.get() == nullptr || second.get() == nullptr) return flagos_kit::neverRecorded();
     const cl_int status_first = first.status(), status_second = second.status();
     if (status_first < 0 || status_second < 0) {
       return markerFailed("eventElapsedTime", status_first < 0 ? status_first : status_second);
@@ -179,7 +146,7 @@ flagosStatus_t eventElapsedTime(float* ms, flagosEvent_t start, flagosEvent_t en
 // another context, which a wait list may not name: a user event of the
 // stream's context stands in for it, opened by a callback when the marker
 // completes.
-flagosStatus_t streamWaitEvent(flagosStream_t stream, flagosEvent_t event) noexcept {
+flagosStatus_t EventCalls::streamWaitEvent(flagosStream_t stream, flagosEvent_t event) noexcept {
   return guard("streamWaitEvent", [&] {
     if (!validStream("streamWaitEvent", stream) || !validEvent("streamWaitEvent", event)) {
       return FLAGOS_ERROR_INVALID_ARGUMENT;

@@ -75,16 +75,11 @@ flagosStatus_t setArguments(const Device& device, cl_kernel kernel, const char* 
   cl_uint index = 0;
   for (int32_t i = 0; i < num_args; ++i, ++index) {
     const flagosKernelArg& arg = args[i];
+    const void* address = nullptr;  // a DEVICE_PTR's
+    const flagosStatus_t checked = flagos_kit::checkKernelArg(name, i, arg, &address);
+    if (checked != FLAGOS_SUCCESS) return checked;
     cl_int error = CL_SUCCESS;
     if (arg.kind == FLAGOS_ARG_DEVICE_PTR) {
-      if (arg.value == nullptr || arg.size != sizeof(void*)) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "opencl kernelLaunch: '%s' argument %d: a DEVICE_PTR needs value -> void* "
-                    "and size %zu",
-                    name, i, sizeof(void*));
-      }
-      const void* address = nullptr;
-      std::memcpy(&address, arg.value, sizeof(address));
       DevicePtr at;
       if (address != nullptr && !resolve("kernelLaunch", address, 0, &at)) {
         return FLAGOS_ERROR_INVALID_ARGUMENT;
@@ -98,16 +93,8 @@ flagosStatus_t setArguments(const Device& device, cl_kernel kernel, const char* 
       const cl_ulong offset = at.offset;
       error = clSetKernelArg(kernel, index, sizeof(cl_mem), &at.buffer);
       if (error == CL_SUCCESS) error = clSetKernelArg(kernel, ++index, sizeof(offset), &offset);
-    } else if (arg.kind == FLAGOS_ARG_BYTES) {
-      if (arg.value == nullptr || arg.size == 0) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "opencl kernelLaunch: '%s' argument %d: BYTES needs a value and a size", name,
-                    i);
-      }
+    } else {  // BYTES
       error = clSetKernelArg(kernel, index, arg.size, arg.value);
-    } else {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "opencl kernelLaunch: '%s' argument %d: unknown kind %d", name, i, arg.kind);
     }
     if (error != CL_SUCCESS) {
       return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
@@ -124,11 +111,8 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
                             int32_t num_args, int32_t work_dim, const uint64_t* global,
                             const uint64_t* local, flagosStream_t stream) noexcept {
   return guard("kernelLaunch", [&] {
-    if (!validProgram("kernelLaunch", program) || !validStream("kernelLaunch", stream)) {
-      return FLAGOS_ERROR_INVALID_ARGUMENT;
-    }
     const flagosStatus_t checked =
-        flagos_kit::checkLaunchArgs(name, args, num_args, work_dim, global, local);
+        flagos_kit::checkLaunch(program, stream, name, args, num_args, work_dim, global, local);
     if (checked != FLAGOS_SUCCESS) return checked;
     if (program->device != stream->device) {
       return fail(FLAGOS_ERROR_INVALID_ARGUMENT,

@@ -132,140 +132,6 @@ flagosStatus_t copyNow(const char* call, void* dst, const void* src, uint64_t by
   return error == CL_SUCCESS ? FLAGOS_SUCCESS : copyFailed(call, error, bytes);
 }
 
-flagosStatus_t deviceMalloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
-  return guard("malloc", [&] {
-    if (ptr == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl malloc: ptr is NULL");
-    *ptr = nullptr;
-    if (bytes == 0) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl malloc: bytes is 0");
-    Device* device = findDevice("malloc", index);
-    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-
-    // Account first, so that concurrent mallocs never overshoot the limit.
-    uint64_t used = device->allocated.load();
-    do {
-      if (bytes > device->total_memory - used) {
-        return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
-                    "opencl device %d: out of memory: requested %" PRIu64 " bytes, %" PRIu64
-                    " free of %" PRIu64,
-                    index, bytes, device->total_memory - used, device->total_memory);
-      }
-    } while (!device->allocated.compare_exchange_weak(used, used + bytes));
-    struct Unaccount {  // undoes the accounting unless dismissed
-      Device* device;
-      uint64_t bytes;
-      ~Unaccount() {
-        if (device != nullptr) device->allocated -= bytes;
-      }
-    } unaccount{device, bytes};
-
-    if (bytes > device->info.max_alloc) {
-      return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
-                  "opencl device %d: out of memory: %" PRIu64
-                  " bytes is more than one buffer may hold (CL_DEVICE_MAX_MEM_ALLOC_SIZE = "
-                  "%" PRIu64 ")",
-                  index, bytes, device->info.max_alloc);
-    }
-    cl_int error = CL_SUCCESS;
-    cl_mem buffer = clCreateBuffer(device->context, CL_MEM_READ_WRITE, bytes, nullptr, &error);
-    if (buffer == nullptr) {
-      return fail(isOutOfMemory(error) || error == CL_INVALID_BUFFER_SIZE
-                      ? FLAGOS_ERROR_OUT_OF_MEMORY
-                      : FLAGOS_ERROR_DEVICE,
-                  "opencl device %d: clCreateBuffer(%" PRIu64 " bytes) failed: %s", index, bytes,
-                  clErrorName(error).c_str());
-    }
-    // Drivers (PoCL among them) allocate lazily, at the first command that
-    // uses a buffer. Migrating it to the device now makes a shortage show
-    // here, as FLAGOS_ERROR_OUT_OF_MEMORY the core can act on (free its
-    // cache, retry), rather than as a failed kernel later.
-    cl_event touched = nullptr;
-    error =
-        clEnqueueMigrateMemObjects(device->sync_queue, 1, &buffer,
-                                   CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED, 0, nullptr, &touched);
-    if (error == CL_SUCCESS) error = waitAndRelease(touched);
-    if (error != CL_SUCCESS) {
-      clReleaseMemObject(buffer);
-      return fail(isOutOfMemory(error) ? FLAGOS_ERROR_OUT_OF_MEMORY : FLAGOS_ERROR_DEVICE,
-                  "opencl device %d: allocating %" PRIu64 " bytes failed: %s", index, bytes,
-                  clErrorName(error).c_str());
-    }
-    const uint64_t address = device->addresses->insert(buffer, bytes);
-    if (address == 0) {
-      clReleaseMemObject(buffer);
-      return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
-                  "opencl device %d: out of device addresses for %" PRIu64 " bytes", index, bytes);
-    }
-    unaccount.device = nullptr;  // the allocation stands
-    *ptr = reinterpret_cast<void*>(address);
-    return FLAGOS_SUCCESS;
-  });
-}
-
-flagosStatus_t deviceFree(int32_t index, void* ptr) noexcept {
-  return guard("free", [&] {
-    if (ptr == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl free: ptr is NULL");
-    Device* device = findDevice("free", index);
-    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    uint64_t bytes = 0;
-    cl_mem buffer = device->addresses->erase(reinterpret_cast<uint64_t>(ptr), &bytes);
-    if (buffer == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "opencl free: %p was not returned by malloc on device %d (or was freed)", ptr,
-                  index);
-    }
-    // Commands still queued on the buffer hold their own reference.
-    clReleaseMemObject(buffer);
-    device->allocated -= bytes;
-    return FLAGOS_SUCCESS;
-  });
-}
-
-flagosStatus_t copy(void* dst, const void* src, uint64_t bytes, flagosMemcpyKind_t kind) noexcept {
-  return guard("memcpy", [&] {
-    if (bytes == 0) return FLAGOS_SUCCESS;
-    CopyPlan plan;
-    if (!planCopy("memcpy", dst, src, bytes, kind, &plan)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    return copyNow("memcpy", dst, src, bytes, plan);
-  });
-}
-
-// Enqueued on the stream when the device side(s) live on the stream's
-// device. Otherwise (memory of another device: another context) the stream
-// is drained first and the copy runs synchronously: ordered as asked, only
-// not asynchronous.
-flagosStatus_t copyAsync(void* dst, const void* src, uint64_t bytes, flagosMemcpyKind_t kind,
-                         flagosStream_t stream) noexcept {
-  return guard("memcpyAsync", [&] {
-    if (!validStream("memcpyAsync", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    if (bytes == 0) return FLAGOS_SUCCESS;
-    CopyPlan plan;
-    if (!planCopy("memcpyAsync", dst, src, bytes, kind, &plan)) {
-      return FLAGOS_ERROR_INVALID_ARGUMENT;
-    }
-    const bool local = (!plan.dst_on_device || plan.dst.device == stream->device) &&
-                       (!plan.src_on_device || plan.src.device == stream->device);
-    if (!local) {
-      const flagosStatus_t drained = stream->synchronize();
-      if (drained != FLAGOS_SUCCESS) return drained;
-      return copyNow("memcpyAsync", dst, src, bytes, plan);
-    }
-    const cl_int error = stream->enqueue([&](cl_command_queue queue, cl_event* event) {
-      if (!plan.src_on_device) {
-        // The host buffer must stay unchanged until the stream passes the
-        // copy: memory.h makes that the core's job.
-        return clEnqueueWriteBuffer(queue, plan.dst.buffer, CL_FALSE, plan.dst.offset, bytes, src,
-                                    0, nullptr, event);
-      }
-      if (!plan.dst_on_device) {
-        return clEnqueueReadBuffer(queue, plan.src.buffer, CL_FALSE, plan.src.offset, bytes, dst, 0,
-                                   nullptr, event);
-      }
-      return enqueueDeviceCopy(queue, plan.dst, plan.src, bytes, event);
-    });
-    return error == CL_SUCCESS ? FLAGOS_SUCCESS : copyFailed("memcpyAsync", error, bytes);
-  });
-}
-
 // Enqueues the fill of @p count x @p size bytes at @p at. OpenCL wants the
 // offset to be a multiple of the pattern size; a misaligned fill is split
 // into single bytes before and after an aligned middle that uses the
@@ -301,71 +167,193 @@ cl_int enqueueFill(cl_command_queue queue, const DevicePtr& at, const unsigned c
   return error;
 }
 
-flagosStatus_t fill(void* dst, const void* pattern, uint32_t pattern_size, uint64_t count,
-                    flagosStream_t stream) noexcept {
-  return guard("memFill", [&] {
-    if (!validStream("memFill", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    if (pattern == nullptr)
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl memFill: pattern is NULL");
-    if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "opencl memFill: pattern_size %u is not 1, 2, 4 or 8", pattern_size);
-    }
-    if (count == 0) return FLAGOS_SUCCESS;
-    if (count > UINT64_MAX / pattern_size) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl memFill: %" PRIu64 " x %u bytes overflow",
-                  count, pattern_size);
-    }
-    DevicePtr at;
-    if (!resolve("memFill", dst, count * pattern_size, &at)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    if (at.device != stream->device) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "opencl memFill: %p is memory of device %d, the stream is on device %d", dst,
-                  at.device->index, stream->device->index);
-    }
-    const auto* bytes = static_cast<const unsigned char*>(pattern);
-    const cl_int error = stream->enqueue([&](cl_command_queue queue, cl_event* event) {
-      return enqueueFill(queue, at, bytes, pattern_size, count, event);
-    });
-    if (error != CL_SUCCESS) {
-      return fail(FLAGOS_ERROR_DEVICE, "opencl memFill: clEnqueueFillBuffer failed: %s",
-                  clErrorName(error).c_str());
-    }
-    return FLAGOS_SUCCESS;
-  });
+// memGetInfo's answer for @p device: what this plugin allocated of it.
+void deviceMemory(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
+  const uint64_t used = std::min(device->allocated.load(), device->total_memory);
+  *total_bytes = device->total_memory;
+  *free_bytes = device->total_memory - used;
 }
 
-flagosStatus_t getInfo(int32_t index, uint64_t* free_bytes, uint64_t* total_bytes) noexcept {
-  return guard("memGetInfo", [&] {
-    if (free_bytes == nullptr || total_bytes == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl memGetInfo: an out-parameter is NULL");
-    }
-    Device* device = findDevice("memGetInfo", index);
-    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    const uint64_t used = std::min(device->allocated.load(), device->total_memory);
-    *total_bytes = device->total_memory;
-    *free_bytes = device->total_memory - used;
-    return FLAGOS_SUCCESS;
-  });
-}
+// The memory table (memory.h), one static member per entry; no hostAlloc /
+// hostFree (the core uses ordinary host memory).
+struct MemoryCalls {
+  static flagosStatus_t malloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
+    return guard("malloc", [&] {
+      if (ptr == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl malloc: ptr is NULL");
+      *ptr = nullptr;
+      if (bytes == 0) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl malloc: bytes is 0");
+      Device* device = findDevice("malloc", index);
+      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+
+      // Account first, so that concurrent mallocs never overshoot the limit.
+      uint64_t used = device->allocated.load();
+      do {
+        if (bytes > device->total_memory - used) {
+          return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
+                      "opencl device %d: out of memory: requested %" PRIu64 " bytes, %" PRIu64
+                      " free of %" PRIu64,
+                      index, bytes, device->total_memory - used, device->total_memory);
+        }
+      } while (!device->allocated.compare_exchange_weak(used, used + bytes));
+      struct Unaccount {  // undoes the accounting unless dismissed
+        Device* device;
+        uint64_t bytes;
+        ~Unaccount() {
+          if (device != nullptr) device->allocated -= bytes;
+        }
+      } unaccount{device, bytes};
+
+      if (bytes > device->info.max_alloc) {
+        return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
+                    "opencl device %d: out of memory: %" PRIu64
+                    " bytes is more than one buffer may hold (CL_DEVICE_MAX_MEM_ALLOC_SIZE = "
+                    "%" PRIu64 ")",
+                    index, bytes, device->info.max_alloc);
+      }
+      cl_int error = CL_SUCCESS;
+      cl_mem buffer = clCreateBuffer(device->context, CL_MEM_READ_WRITE, bytes, nullptr, &error);
+      if (buffer == nullptr) {
+        return fail(isOutOfMemory(error) || error == CL_INVALID_BUFFER_SIZE
+                        ? FLAGOS_ERROR_OUT_OF_MEMORY
+                        : FLAGOS_ERROR_DEVICE,
+                    "opencl device %d: clCreateBuffer(%" PRIu64 " bytes) failed: %s", index, bytes,
+                    clErrorName(error).c_str());
+      }
+      // Drivers (PoCL among them) allocate lazily, at the first command that
+      // uses a buffer. Migrating it to the device now makes a shortage show
+      // here, as FLAGOS_ERROR_OUT_OF_MEMORY the core can act on (free its
+      // cache, retry), rather than as a failed kernel later.
+      cl_event touched = nullptr;
+      error =
+          clEnqueueMigrateMemObjects(device->sync_queue, 1, &buffer,
+                                     CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED, 0, nullptr, &touched);
+      if (error == CL_SUCCESS) error = waitAndRelease(touched);
+      if (error != CL_SUCCESS) {
+        clReleaseMemObject(buffer);
+        return fail(isOutOfMemory(error) ? FLAGOS_ERROR_OUT_OF_MEMORY : FLAGOS_ERROR_DEVICE,
+                    "opencl device %d: allocating %" PRIu64 " bytes failed: %s", index, bytes,
+                    clErrorName(error).c_str());
+      }
+      const uint64_t address = device->addresses->insert(buffer, bytes);
+      if (address == 0) {
+        clReleaseMemObject(buffer);
+        return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
+                    "opencl device %d: out of device addresses for %" PRIu64 " bytes", index,
+                    bytes);
+      }
+      unaccount.device = nullptr;  // the allocation stands
+      *ptr = reinterpret_cast<void*>(address);
+      return FLAGOS_SUCCESS;
+    });
+  }
+
+  static flagosStatus_t free(int32_t index, void* ptr) noexcept {
+    return guard("free", [&] {
+      if (ptr == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl free: ptr is NULL");
+      Device* device = findDevice("free", index);
+      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      uint64_t bytes = 0;
+      cl_mem buffer = device->addresses->erase(reinterpret_cast<uint64_t>(ptr), &bytes);
+      if (buffer == nullptr) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                    "opencl free: %p was not returned by malloc on device %d (or was freed)", ptr,
+                    index);
+      }
+      // Commands still queued on the buffer hold their own reference.
+      clReleaseMemObject(buffer);
+      device->allocated -= bytes;
+      return FLAGOS_SUCCESS;
+    });
+  }
+
+  static flagosStatus_t memcpy(void* dst, const void* src, uint64_t bytes,
+                               flagosMemcpyKind_t kind) noexcept {
+    return guard("memcpy", [&] {
+      if (bytes == 0) return FLAGOS_SUCCESS;
+      CopyPlan plan;
+      if (!planCopy("memcpy", dst, src, bytes, kind, &plan)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      return copyNow("memcpy", dst, src, bytes, plan);
+    });
+  }
+
+  // Enqueued on the stream when the device side(s) live on the stream's
+  // device. Otherwise (memory of another device: another context) the stream
+  // is drained first and the copy runs synchronously: ordered as asked, only
+  // not asynchronous.
+  static flagosStatus_t memcpyAsync(void* dst, const void* src, uint64_t bytes,
+                                    flagosMemcpyKind_t kind, flagosStream_t stream) noexcept {
+    return guard("memcpyAsync", [&] {
+      if (!validStream("memcpyAsync", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      if (bytes == 0) return FLAGOS_SUCCESS;
+      CopyPlan plan;
+      if (!planCopy("memcpyAsync", dst, src, bytes, kind, &plan)) {
+        return FLAGOS_ERROR_INVALID_ARGUMENT;
+      }
+      const bool local = (!plan.dst_on_device || plan.dst.device == stream->device) &&
+                         (!plan.src_on_device || plan.src.device == stream->device);
+      if (!local) {
+        const flagosStatus_t drained = stream->synchronize();
+        if (drained != FLAGOS_SUCCESS) return drained;
+        return copyNow("memcpyAsync", dst, src, bytes, plan);
+      }
+      const cl_int error = stream->enqueue([&](cl_command_queue queue, cl_event* event) {
+        if (!plan.src_on_device) {
+          // The host buffer must stay unchanged until the stream passes the
+          // copy: memory.h makes that the core's job.
+          return clEnqueueWriteBuffer(queue, plan.dst.buffer, CL_FALSE, plan.dst.offset, bytes, src,
+                                      0, nullptr, event);
+        }
+        if (!plan.dst_on_device) {
+          return clEnqueueReadBuffer(queue, plan.src.buffer, CL_FALSE, plan.src.offset, bytes, dst,
+                                     0, nullptr, event);
+        }
+        return enqueueDeviceCopy(queue, plan.dst, plan.src, bytes, event);
+      });
+      return error == CL_SUCCESS ? FLAGOS_SUCCESS : copyFailed("memcpyAsync", error, bytes);
+    });
+  }
+
+  static flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size,
+                                uint64_t count, flagosStream_t stream) noexcept {
+    return guard("memFill", [&] {
+      if (!validStream("memFill", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      if (pattern == nullptr)
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl memFill: pattern is NULL");
+      if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                    "opencl memFill: pattern_size %u is not 1, 2, 4 or 8", pattern_size);
+      }
+      if (count == 0) return FLAGOS_SUCCESS;
+      if (count > UINT64_MAX / pattern_size) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                    "opencl memFill: %" PRIu64 " x %u bytes overflow", count, pattern_size);
+      }
+      DevicePtr at;
+      if (!resolve("memFill", dst, count * pattern_size, &at)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      if (at.device != stream->device) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                    "opencl memFill: %p is memory of device %d, the stream is on device %d", dst,
+                    at.device->index, stream->device->index);
+      }
+      const auto* bytes = static_cast<const unsigned char*>(pattern);
+      const cl_int error = stream->enqueue([&](cl_command_queue queue, cl_event* event) {
+        return enqueueFill(queue, at, bytes, pattern_size, count, event);
+      });
+      if (error != CL_SUCCESS) {
+        return fail(FLAGOS_ERROR_DEVICE, "opencl memFill: clEnqueueFillBuffer failed: %s",
+                    clErrorName(error).c_str());
+      }
+      return FLAGOS_SUCCESS;
+    });
+  }
+
+  static constexpr auto memGetInfo = flagos_kit::memGetInfo<findDevice, deviceMemory>;  // calls.h
+};
 
 }  // namespace
 
 const flagosMemoryTable* memoryTable() {
-  static const flagosMemoryTable table = [] {
-    flagosMemoryTable t{};
-    t.struct_size = sizeof(t);
-    t.malloc = deviceMalloc;
-    t.free = deviceFree;
-    t.memcpy = copy;
-    t.memcpyAsync = copyAsync;
-    t.memFill = fill;
-    t.memGetInfo = getInfo;
-    t.hostAlloc = nullptr;  // the core uses ordinary host memory
-    t.hostFree = nullptr;
-    return t;
-  }();
-  return &table;
+  return flagos_kit::memoryTable<MemoryCalls>();
 }
 
 }  // namespace flagos_opencl

@@ -36,10 +36,14 @@
 #include "address_space.h"
 #include "flagos/vendor.h"
 #include "flagos_kit/calls.h"
+#include "flagos_kit/devices.h"
 #include "flagos_kit/error.h"
+#include "flagos_kit/events.h"
 #include "flagos_kit/handle.h"
 #include "flagos_kit/out_struct.h"
 #include "flagos_kit/program_binary.h"
+#include "flagos_kit/streams.h"
+#include "flagos_kit/tables.h"
 
 namespace flagos_opencl {
 
@@ -220,11 +224,7 @@ struct Device {
 // OpenCL runtime may still run callbacks at process exit). devices is
 // written only by init() and shutdown(), which the core calls before and
 // after every other member.
-struct State {
-  std::mutex init_mutex;
-  std::atomic<bool> initialized{false};  // set after devices is filled
-  std::vector<std::unique_ptr<Device>> devices;
-};
+using State = flagos_kit::DeviceList<Device>;  // kit/flagos_kit/devices.h
 State& state();
 
 // The device with physical index @p index, or nullptr after recording an
@@ -262,14 +262,16 @@ const flagosCompilerTable* compilerTable();
 // FLAGOS_OPENCL_HAVE_CLBLAST.
 const flagosKernelTable* kernelTable();
 
-// Event members of the stream table, defined in event.cpp.
-flagosStatus_t eventCreate(int32_t device, uint32_t flags, flagosEvent_t* event) noexcept;
-flagosStatus_t eventDestroy(flagosEvent_t event) noexcept;
-flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept;
-flagosStatus_t eventQuery(flagosEvent_t event) noexcept;
-flagosStatus_t eventSynchronize(flagosEvent_t event) noexcept;
-flagosStatus_t eventElapsedTime(float* ms, flagosEvent_t start, flagosEvent_t end) noexcept;
-flagosStatus_t streamWaitEvent(flagosStream_t stream, flagosEvent_t event) noexcept;
+// The stream-table members over OpenCL markers, defined in event.cpp; the
+// stream table's StreamCalls (stream.cpp) adds the rest.
+struct EventCalls {
+  static flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept;
+  static flagosStatus_t eventQuery(flagosEvent_t event) noexcept;
+  static flagosStatus_t eventSynchronize(flagosEvent_t event) noexcept;
+  static flagosStatus_t eventElapsedTime(float* ms, flagosEvent_t start,
+                                         flagosEvent_t end) noexcept;
+  static flagosStatus_t streamWaitEvent(flagosStream_t stream, flagosEvent_t event) noexcept;
+};
 
 // The launch member of the compiler table, defined in launch.cpp.
 flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const flagosKernelArg* args,
@@ -278,12 +280,11 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
 
 // Handles carry a magic word so that a destroyed or foreign handle is caught
 // as INVALID_ARGUMENT in the common cases (a debugging aid, not a guarantee).
-constexpr uint32_t kStreamMagic = 0x434c5351u;   // "CLSQ"
-constexpr uint32_t kEventMagic = 0x434c4556u;    // "CLEV"
+// (flagosStream_st::kMagic and flagosEvent_st::kMagic are the others.)
 constexpr uint32_t kProgramMagic = 0x434c5052u;  // "CLPR"
 
 // Checks a stream handle passed to @p call; records the message on failure.
-bool validStream(const char* call, flagosStream_t stream) noexcept;
+using flagos_kit::validStream;
 // The same for a program handle (compiler.cpp).
 bool validProgram(const char* call, flagosProgram_t program) noexcept;
 
@@ -322,7 +323,8 @@ struct flagosStream_st {
   // SUCCESS when idle, NOT_READY while work is pending.
   flagosStatus_t query();
 
-  uint32_t magic = flagos_opencl::kStreamMagic;
+  static constexpr uint32_t kMagic = flagos_kit::magicOf("CLSQ");
+  uint32_t magic = kMagic;
   flagos_opencl::Device* const device;
   const cl_command_queue queue;
 
@@ -354,7 +356,8 @@ struct flagosProgram_st {
     clReleaseProgram(program);  // enqueued launches keep their own references
   }
 
-  uint32_t magic = flagos_opencl::kProgramMagic;
+  static constexpr uint32_t kMagic = flagos_opencl::kProgramMagic;
+  uint32_t magic = kMagic;
   flagos_opencl::Device* const device;
   const cl_program program;
   std::mutex mu;  // kernels, binary, and setting arguments + enqueueing
@@ -362,10 +365,7 @@ struct flagosProgram_st {
   std::vector<unsigned char> binary;  // header + payload, once asked for
 };
 
-struct flagosEvent_st {
-  uint32_t magic = flagos_opencl::kEventMagic;
-  int32_t device = 0;
-  uint32_t flags = 0;
+struct flagosEvent_st : flagos_kit::EventHandle<flagos_kit::magicOf("CLEV")> {
   std::mutex mu;
   cl_event marker = nullptr;  // owned; nullptr: never recorded
   ~flagosEvent_st();

@@ -62,83 +62,56 @@ flagosStatus_t flagosStream_st::query() {
 namespace flagos_opencl {
 namespace {
 
-flagosStatus_t streamCreate(int32_t index, int32_t priority, flagosStream_t* stream) noexcept {
-  return guard("streamCreate", [&] {
-    (void)priority;  // a hint; OpenCL 1.2 queues have no priorities
-    if (stream == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl streamCreate: stream is NULL");
-    }
-    *stream = nullptr;
-    Device* device = findDevice("streamCreate", index);
-    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    cl_int error = CL_SUCCESS;
-    cl_command_queue queue =
-        clCreateCommandQueue(device->context, device->info.id, CL_QUEUE_PROFILING_ENABLE, &error);
-    if (queue == nullptr) {
-      return fail(isOutOfMemory(error) ? FLAGOS_ERROR_OUT_OF_MEMORY : FLAGOS_ERROR_DEVICE,
-                  "opencl streamCreate: clCreateCommandQueue on device %d failed: %s", index,
-                  clErrorName(error).c_str());
-    }
-    auto created = std::make_unique<flagosStream_st>(device, queue);
-    std::lock_guard<std::mutex> lock(device->streams_mutex);
-    device->streams.push_back(created.get());
-    *stream = created.release();
-    return FLAGOS_SUCCESS;
-  });
-}
-
-flagosStatus_t streamDestroy(flagosStream_t stream) noexcept {
-  return guard("streamDestroy", [&] {
-    if (!validStream("streamDestroy", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    Device* device = stream->device;
-    {
+// The stream table (stream.h), one static member per entry; the members over
+// OpenCL markers come from EventCalls (event.cpp).
+// From the kit (events.h): streamSynchronize, streamQuery, eventCreate,
+// eventDestroy (pending waits hold their own reference to the marker).
+struct StreamCalls : EventCalls, flagos_kit::StreamCallsBase<findDevice> {
+  static flagosStatus_t streamCreate(int32_t index, int32_t priority,
+                                     flagosStream_t* stream) noexcept {
+    return guard("streamCreate", [&] {
+      (void)priority;  // a hint; OpenCL 1.2 queues have no priorities
+      if (stream == nullptr) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl streamCreate: stream is NULL");
+      }
+      *stream = nullptr;
+      Device* device = findDevice("streamCreate", index);
+      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      cl_int error = CL_SUCCESS;
+      cl_command_queue queue =
+          clCreateCommandQueue(device->context, device->info.id, CL_QUEUE_PROFILING_ENABLE, &error);
+      if (queue == nullptr) {
+        return fail(isOutOfMemory(error) ? FLAGOS_ERROR_OUT_OF_MEMORY : FLAGOS_ERROR_DEVICE,
+                    "opencl streamCreate: clCreateCommandQueue on device %d failed: %s", index,
+                    clErrorName(error).c_str());
+      }
+      auto created = std::make_unique<flagosStream_st>(device, queue);
       std::lock_guard<std::mutex> lock(device->streams_mutex);
-      auto& streams = device->streams;
-      streams.erase(std::remove(streams.begin(), streams.end(), stream), streams.end());
-    }
-    delete stream;  // finishes the queue first
-    return FLAGOS_SUCCESS;
-  });
-}
+      device->streams.push_back(created.get());
+      *stream = created.release();
+      return FLAGOS_SUCCESS;
+    });
+  }
 
-flagosStatus_t streamSynchronize(flagosStream_t stream) noexcept {
-  return guard("streamSynchronize", [&] {
-    if (!validStream("streamSynchronize", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    return stream->synchronize();
-  });
-}
-
-flagosStatus_t streamQuery(flagosStream_t stream) noexcept {
-  return guard("streamQuery", [&] {
-    if (!validStream("streamQuery", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    return stream->query();
-  });
-}
+  static flagosStatus_t streamDestroy(flagosStream_t stream) noexcept {
+    return guard("streamDestroy", [&] {
+      if (!validStream("streamDestroy", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      Device* device = stream->device;
+      {
+        std::lock_guard<std::mutex> lock(device->streams_mutex);
+        auto& streams = device->streams;
+        streams.erase(std::remove(streams.begin(), streams.end(), stream), streams.end());
+      }
+      delete stream;  // finishes the queue first
+      return FLAGOS_SUCCESS;
+    });
+  }
+};
 
 }  // namespace
 
-bool validStream(const char* call, flagosStream_t stream) noexcept {
-  return flagos_kit::validHandle(call, "stream", stream, kStreamMagic);
-}
-
 const flagosStreamTable* streamTable() {
-  static const flagosStreamTable table = [] {
-    flagosStreamTable t{};
-    t.struct_size = sizeof(t);
-    t.streamCreate = streamCreate;
-    t.streamDestroy = streamDestroy;
-    t.streamSynchronize = streamSynchronize;
-    t.streamQuery = streamQuery;
-    t.streamWaitEvent = streamWaitEvent;
-    t.eventCreate = eventCreate;
-    t.eventDestroy = eventDestroy;
-    t.eventRecord = eventRecord;
-    t.eventQuery = eventQuery;
-    t.eventSynchronize = eventSynchronize;
-    t.eventElapsedTime = eventElapsedTime;
-    return t;
-  }();
-  return &table;
+  return flagos_kit::streamTable<StreamCalls>();
 }
 
 }  // namespace flagos_opencl

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "flagos_kit/calls.h"
 #include "flagos_kit/out_struct.h"
 #include "skeleton.h"
 
@@ -16,79 +17,66 @@ namespace {
 std::vector<Device*>* g_devices = nullptr;
 std::mutex g_init_mu;
 
-flagosStatus_t probe(flagosProbeInfo* info) noexcept {
-  return guard("probe", [&] {
-    flagosProbeInfo result{};
-    result.device_count = 1;  // SDK: the number of usable devices
-    flagos_kit::copyString(result.sdk_name, "skeleton");
-    flagos_kit::copyString(result.sdk_version, kVersion);
-    return flagos_kit::writeSized("probe", info, result);
-  });
+// Waits for every stream of @p device (SDK: the device synchronize).
+flagosStatus_t synchronizeDevice(Device* device) {
+  std::lock_guard<std::mutex> lock(device->mu);
+  return flagos_kit::synchronizeStreams(device->streams);
 }
 
-flagosStatus_t init() noexcept {
-  return guard("init", [&] {
-    std::lock_guard<std::mutex> lock(g_init_mu);
-    if (g_devices != nullptr) return FLAGOS_SUCCESS;  // idempotent
-    auto devices = std::make_unique<std::vector<Device*>>();
-    devices->push_back(new Device());  // SDK: one context per device
-    devices->back()->index = 0;
-    g_devices = devices.release();
-    return FLAGOS_SUCCESS;
-  });
-}
+// The device table (device.h), one static member per entry.
+// setCurrent/getCurrent (the calling thread's device) and synchronize
+// (over synchronizeDevice) are the kit's (calls.h).
+struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> {
+  static flagosStatus_t probe(flagosProbeInfo* info) noexcept {
+    return guard("probe", [&] {
+      flagosProbeInfo result{};
+      result.device_count = 1;  // SDK: the number of usable devices
+      flagos_kit::copyString(result.sdk_name, "skeleton");
+      flagos_kit::copyString(result.sdk_version, kVersion);
+      return flagos_kit::writeSized("probe", info, result);
+    });
+  }
 
-flagosStatus_t shutdown() noexcept {
-  return FLAGOS_SUCCESS;  // the core freed everything; memory goes with the process
-}
+  static flagosStatus_t init() noexcept {
+    return guard("init", [&] {
+      std::lock_guard<std::mutex> lock(g_init_mu);
+      if (g_devices != nullptr) return FLAGOS_SUCCESS;  // idempotent
+      auto devices = std::make_unique<std::vector<Device*>>();
+      devices->push_back(new Device());  // SDK: one context per device
+      devices->back()->index = 0;
+      g_devices = devices.release();
+      return FLAGOS_SUCCESS;
+    });
+  }
 
-flagosStatus_t getCount(int32_t* count) noexcept {
-  return guard("getCount", [&] {
-    if (count == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton getCount: NULL");
-    if (findDevice("getCount", 0) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    *count = static_cast<int32_t>(g_devices->size());
-    return FLAGOS_SUCCESS;
-  });
-}
+  static flagosStatus_t shutdown() noexcept {
+    return FLAGOS_SUCCESS;  // the core freed everything; memory goes with the process
+  }
 
-flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
-  return guard("getProperties", [&] {
-    if (findDevice("getProperties", index) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    flagosDeviceProperties result{};
-    result.compute_units = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-    result.total_memory = kCapacity;
-    flagos_kit::copyString(result.name, "flagos skeleton device");
-    flagos_kit::copyString(result.arch, "skeleton");  // part of kernel-cache keys
-    result.fp64 = FLAGOS_FP64_NATIVE;                 // SDK: does the device compute doubles?
-    result.autocast_dtype = FLAGOS_DTYPE_BFLOAT16;    // the lower precision it runs fastest
-    return flagos_kit::writeSized("getProperties", props, result);
-  });
-}
+  static flagosStatus_t getCount(int32_t* count) noexcept {
+    return guard("getCount", [&] {
+      if (count == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton getCount: NULL");
+      if (findDevice("getCount", 0) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      *count = static_cast<int32_t>(g_devices->size());
+      return FLAGOS_SUCCESS;
+    });
+  }
 
-flagosStatus_t setCurrent(int32_t index) noexcept {
-  return guard("setCurrent", [&] {
-    return flagos_kit::setCurrentDevice(
-        index, [](int32_t i) { return findDevice("setCurrent", i) != nullptr; });
-  });
-}
-
-flagosStatus_t getCurrent(int32_t* index) noexcept {
-  return guard("getCurrent", [&] { return flagos_kit::getCurrentDevice(index); });
-}
-
-flagosStatus_t synchronize(int32_t index) noexcept {
-  return guard("synchronize", [&] {
-    Device* device = findDevice("synchronize", index);
-    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    std::lock_guard<std::mutex> lock(device->mu);
-    flagosStatus_t first = FLAGOS_SUCCESS;
-    for (flagosStream_t stream : device->streams) {
-      const flagosStatus_t status = stream->synchronize();
-      if (first == FLAGOS_SUCCESS) first = status;
-    }
-    return first;
-  });
-}
+  static flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
+    return guard("getProperties", [&] {
+      if (findDevice("getProperties", index) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      flagosDeviceProperties result{};
+      result.compute_units =
+          static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+      result.total_memory = kCapacity;
+      flagos_kit::copyString(result.name, "flagos skeleton device");
+      flagos_kit::copyString(result.arch, "skeleton");  // part of kernel-cache keys
+      result.fp64 = FLAGOS_FP64_NATIVE;                 // SDK: does the device compute doubles?
+      result.autocast_dtype = FLAGOS_DTYPE_BFLOAT16;    // the lower precision it runs fastest
+      return flagos_kit::writeSized("getProperties", props, result);
+    });
+  }
+};
 
 }  // namespace
 
@@ -106,20 +94,7 @@ Device* findDevice(const char* call, int32_t index) noexcept {
 }
 
 const flagosDeviceTable* deviceTable() {
-  static const flagosDeviceTable table = [] {
-    flagosDeviceTable t{};
-    t.struct_size = sizeof(t);
-    t.probe = probe;
-    t.init = init;
-    t.shutdown = shutdown;
-    t.getCount = getCount;
-    t.getProperties = getProperties;
-    t.setCurrent = setCurrent;
-    t.getCurrent = getCurrent;
-    t.synchronize = synchronize;
-    return t;
-  }();
-  return &table;
+  return flagos_kit::deviceTable<DeviceCalls>();
 }
 
 }  // namespace flagos_skeleton

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "flagos_kit/calls.h"
 #include "skeleton.h"
 
 namespace flagos_skeleton {
@@ -36,117 +37,119 @@ flagosStatus_t checkCopy(const char* call, void* dst, const void* src, uint64_t 
   return FLAGOS_SUCCESS;
 }
 
-flagosStatus_t deviceMalloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
-  return guard("malloc", [&] {
-    if (ptr == nullptr || bytes == 0) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton malloc: ptr NULL or 0 bytes");
-    }
-    *ptr = nullptr;
-    Device* device = findDevice("malloc", index);
-    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    std::lock_guard<std::mutex> lock(device->mu);
-    if (bytes > kCapacity - device->allocated) {
-      return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
-                  "skeleton malloc: %llu bytes requested, %llu of %llu free",
-                  static_cast<unsigned long long>(bytes),
-                  static_cast<unsigned long long>(kCapacity - device->allocated),
-                  static_cast<unsigned long long>(kCapacity));
-    }
-    const uint64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = std::aligned_alloc(kAlignment, rounded);
-    if (p == nullptr)
-      return fail(FLAGOS_ERROR_OUT_OF_MEMORY, "skeleton malloc: host is out of memory");
-    device->live[reinterpret_cast<uintptr_t>(p)] = bytes;
-    device->allocated += bytes;
-    *ptr = p;
-    return FLAGOS_SUCCESS;
-  });
+// memGetInfo's answer for @p device (SDK: its mem-info call).
+void deviceMemory(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
+  std::lock_guard<std::mutex> lock(device->mu);
+  *total_bytes = kCapacity;
+  *free_bytes = kCapacity - device->allocated;
 }
 
-flagosStatus_t deviceFree(int32_t index, void* ptr) noexcept {
-  return guard("free", [&] {
-    Device* device = findDevice("free", index);
-    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    std::lock_guard<std::mutex> lock(device->mu);
-    const auto it = device->live.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it == device->live.end()) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton free: %p was not returned by malloc",
-                  ptr);
-    }
-    device->allocated -= it->second;
-    device->live.erase(it);
-    std::free(ptr);
-    return FLAGOS_SUCCESS;
-  });
-}
+// The memory table (memory.h), one static member per entry.
+struct MemoryCalls {
+  static flagosStatus_t malloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
+    return guard("malloc", [&] {
+      if (ptr == nullptr || bytes == 0) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton malloc: ptr NULL or 0 bytes");
+      }
+      *ptr = nullptr;
+      Device* device = findDevice("malloc", index);
+      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      std::lock_guard<std::mutex> lock(device->mu);
+      if (bytes > kCapacity - device->allocated) {
+        return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
+                    "skeleton malloc: %llu bytes requested, %llu of %llu free",
+                    static_cast<unsigned long long>(bytes),
+                    static_cast<unsigned long long>(kCapacity - device->allocated),
+                    static_cast<unsigned long long>(kCapacity));
+      }
+      const uint64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+      void* p = std::aligned_alloc(kAlignment, rounded);
+      if (p == nullptr)
+        return fail(FLAGOS_ERROR_OUT_OF_MEMORY, "skeleton malloc: host is out of memory");
+      device->live[reinterpret_cast<uintptr_t>(p)] = bytes;
+      device->allocated += bytes;
+      *ptr = p;
+      return FLAGOS_SUCCESS;
+    });
+  }
 
-flagosStatus_t copy(void* dst, const void* src, uint64_t bytes, flagosMemcpyKind_t kind) noexcept {
-  return guard("memcpy", [&] {
-    if (bytes == 0) return FLAGOS_SUCCESS;  // memory.h: pointers not looked at
-    const flagosStatus_t checked = checkCopy("memcpy", dst, src, bytes, kind);
-    if (checked != FLAGOS_SUCCESS) return checked;
-    std::memmove(dst, src, bytes);
-    return FLAGOS_SUCCESS;
-  });
-}
+  static flagosStatus_t free(int32_t index, void* ptr) noexcept {
+    return guard("free", [&] {
+      Device* device = findDevice("free", index);
+      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      std::lock_guard<std::mutex> lock(device->mu);
+      const auto it = device->live.find(reinterpret_cast<uintptr_t>(ptr));
+      if (it == device->live.end()) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton free: %p was not returned by malloc",
+                    ptr);
+      }
+      device->allocated -= it->second;
+      device->live.erase(it);
+      std::free(ptr);
+      return FLAGOS_SUCCESS;
+    });
+  }
 
-flagosStatus_t copyAsync(void* dst, const void* src, uint64_t bytes, flagosMemcpyKind_t kind,
-                         flagosStream_t stream) noexcept {
-  return guard("memcpyAsync", [&] {
-    if (!flagos_kit::validHandle("memcpyAsync", "stream", stream, kStreamMagic)) {
-      return FLAGOS_ERROR_INVALID_ARGUMENT;
-    }
-    if (bytes == 0) return FLAGOS_SUCCESS;
-    const flagosStatus_t checked = checkCopy("memcpyAsync", dst, src, bytes, kind);
-    if (checked != FLAGOS_SUCCESS) return checked;
-    stream->enqueue([=] {
+  static flagosStatus_t memcpy(void* dst, const void* src, uint64_t bytes,
+                               flagosMemcpyKind_t kind) noexcept {
+    return guard("memcpy", [&] {
+      if (bytes == 0) return FLAGOS_SUCCESS;  // memory.h: pointers not looked at
+      const flagosStatus_t checked = checkCopy("memcpy", dst, src, bytes, kind);
+      if (checked != FLAGOS_SUCCESS) return checked;
       std::memmove(dst, src, bytes);
       return FLAGOS_SUCCESS;
     });
-    return FLAGOS_SUCCESS;
-  });
-}
+  }
 
-flagosStatus_t fill(void* dst, const void* pattern, uint32_t pattern_size, uint64_t count,
-                    flagosStream_t stream) noexcept {
-  return guard("memFill", [&] {
-    if (!flagos_kit::validHandle("memFill", "stream", stream, kStreamMagic)) {
-      return FLAGOS_ERROR_INVALID_ARGUMENT;
-    }
-    if (pattern == nullptr ||
-        (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8)) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                  "skeleton memFill: pattern NULL or of %u bytes (1, 2, 4 or 8)", pattern_size);
-    }
-    if (count == 0) return FLAGOS_SUCCESS;
-    if (dst == nullptr || !isDeviceRange("memFill", dst, count * pattern_size)) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton memFill: dst is not device memory");
-    }
-    uint64_t value = 0;  // read now: the core passes a temporary
-    std::memcpy(&value, pattern, pattern_size);
-    stream->enqueue([=] {
-      auto* out = static_cast<unsigned char*>(dst);
-      for (uint64_t i = 0; i < count; ++i)
-        std::memcpy(out + i * pattern_size, &value, pattern_size);
+  static flagosStatus_t memcpyAsync(void* dst, const void* src, uint64_t bytes,
+                                    flagosMemcpyKind_t kind, flagosStream_t stream) noexcept {
+    return guard("memcpyAsync", [&] {
+      if (!flagos_kit::validStream("memcpyAsync", stream)) {
+        return FLAGOS_ERROR_INVALID_ARGUMENT;
+      }
+      if (bytes == 0) return FLAGOS_SUCCESS;
+      const flagosStatus_t checked = checkCopy("memcpyAsync", dst, src, bytes, kind);
+      if (checked != FLAGOS_SUCCESS) return checked;
+      stream->enqueue([=] {
+        std::memmove(dst, src, bytes);
+        return FLAGOS_SUCCESS;
+      });
       return FLAGOS_SUCCESS;
     });
-    return FLAGOS_SUCCESS;
-  });
-}
+  }
 
-flagosStatus_t getInfo(int32_t index, uint64_t* free_bytes, uint64_t* total_bytes) noexcept {
-  return guard("memGetInfo", [&] {
-    if (free_bytes == nullptr || total_bytes == nullptr) {
-      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton memGetInfo: an out-parameter is NULL");
-    }
-    Device* device = findDevice("memGetInfo", index);
-    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-    std::lock_guard<std::mutex> lock(device->mu);
-    *total_bytes = kCapacity;
-    *free_bytes = kCapacity - device->allocated;
-    return FLAGOS_SUCCESS;
-  });
-}
+  static flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size,
+                                uint64_t count, flagosStream_t stream) noexcept {
+    return guard("memFill", [&] {
+      if (!flagos_kit::validStream("memFill", stream)) {
+        return FLAGOS_ERROR_INVALID_ARGUMENT;
+      }
+      if (pattern == nullptr ||
+          (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8)) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                    "skeleton memFill: pattern NULL or of %u bytes (1, 2, 4 or 8)", pattern_size);
+      }
+      if (count == 0) return FLAGOS_SUCCESS;
+      if (dst == nullptr || !isDeviceRange("memFill", dst, count * pattern_size)) {
+        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton memFill: dst is not device memory");
+      }
+      uint64_t value = 0;  // read now: the core passes a temporary
+      std::memcpy(&value, pattern, pattern_size);
+      stream->enqueue([=] {
+        auto* out = static_cast<unsigned char*>(dst);
+        for (uint64_t i = 0; i < count; ++i)
+          std::memcpy(out + i * pattern_size, &value, pattern_size);
+        return FLAGOS_SUCCESS;
+      });
+      return FLAGOS_SUCCESS;
+    });
+  }
+
+  // Checks the arguments, then deviceMemory() fills them in (calls.h).
+  static constexpr auto memGetInfo = flagos_kit::memGetInfo<findDevice, deviceMemory>;
+  // hostAlloc / hostFree: optional, not given (the core uses ordinary host
+  // memory; flagos_kit::memoryTable leaves them NULL).
+};
 
 }  // namespace
 
@@ -167,20 +170,7 @@ bool isDeviceRange(const char* call, const void* ptr, uint64_t bytes) noexcept {
 }
 
 const flagosMemoryTable* memoryTable() {
-  static const flagosMemoryTable table = [] {
-    flagosMemoryTable t{};
-    t.struct_size = sizeof(t);
-    t.malloc = deviceMalloc;
-    t.free = deviceFree;
-    t.memcpy = copy;
-    t.memcpyAsync = copyAsync;
-    t.memFill = fill;
-    t.memGetInfo = getInfo;
-    t.hostAlloc = nullptr;  // optional: the core uses ordinary host memory
-    t.hostFree = nullptr;
-    return t;
-  }();
-  return &table;
+  return flagos_kit::memoryTable<MemoryCalls>();
 }
 
 }  // namespace flagos_skeleton

@@ -14,7 +14,6 @@
 // as it is on an accelerator.
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -27,9 +26,10 @@
 #include <thread>
 
 #include "flagos/vendor.h"
-#include "flagos_kit/calls.h"
 #include "flagos_kit/error.h"
 #include "flagos_kit/handle.h"
+#include "flagos_kit/markers.h"
+#include "flagos_kit/tables.h"
 
 namespace flagos_skeleton {
 
@@ -39,8 +39,6 @@ using flagos_kit::guard;
 constexpr const char* kVersion = "0.1.0";
 // Bytes one device hands out (SDK: the device's memory size).
 constexpr uint64_t kCapacity = uint64_t{1} << 30;
-constexpr uint32_t kStreamMagic = flagos_kit::magicOf("SKST");
-constexpr uint32_t kEventMagic = flagos_kit::magicOf("SKEV");
 
 struct Device {
   int32_t index = 0;
@@ -63,17 +61,6 @@ const flagosStreamTable* streamTable();
 
 }  // namespace flagos_skeleton
 
-namespace flagos_skeleton {
-// One recorded point of a stream; shared with the queued tasks, so an event
-// destroyed while a wait is pending leaves no dangling pointer.
-struct Mark {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  std::chrono::steady_clock::time_point when{};
-};
-}  // namespace flagos_skeleton
-
 // A stream: tasks run in order on its worker thread. A task returns its
 // status; the first failure is kept and reported by the next synchronize or
 // query (vendor.h: "reported once ..., then cleared").
@@ -83,14 +70,16 @@ struct flagosStream_st {
   ~flagosStream_st();  // finishes queued work, joins the worker
 
   void enqueue(Task task);
-  // Enqueues the completion of @p mark (eventRecord). It completes under the
-  // stream's lock right after the stream counts it done, so once
-  // eventSynchronize returns, streamQuery agrees the record is done.
-  void enqueueMark(std::shared_ptr<flagos_skeleton::Mark> mark);
+  // Enqueues the completion of @p marker (eventRecord; flagos_kit::Marker,
+  // markers.h). It completes under the stream's lock right after the stream
+  // counts it done, so once eventSynchronize returns, streamQuery agrees the
+  // record is done.
+  void enqueueMark(std::shared_ptr<flagos_kit::Marker> marker);
   flagosStatus_t synchronize();
   flagosStatus_t query();
 
-  uint32_t magic = flagos_skeleton::kStreamMagic;
+  static constexpr uint32_t kMagic = flagos_kit::magicOf("SKST");  // handle.h
+  uint32_t magic = kMagic;
   const int32_t device;
 
  private:
@@ -101,7 +90,7 @@ struct flagosStream_st {
   std::condition_variable cv_;
   struct Item {
     Task task;
-    std::shared_ptr<flagos_skeleton::Mark> mark;  // or nullptr
+    std::shared_ptr<flagos_kit::Marker> marker;  // or nullptr
   };
   std::deque<Item> queue_;
   uint64_t queued_ = 0, done_ = 0;
@@ -111,10 +100,5 @@ struct flagosStream_st {
   std::thread worker_;  // last: starts once the members above exist
 };
 
-struct flagosEvent_st {
-  uint32_t magic = flagos_skeleton::kEventMagic;
-  int32_t device = 0;
-  uint32_t flags = 0;
-  std::mutex mu;
-  std::shared_ptr<flagos_skeleton::Mark> last;  // nullptr: never recorded
-};
+// An event: the marker of its last record (kit/flagos_kit/markers.h).
+struct flagosEvent_st : flagos_kit::MarkerEvent<flagos_kit::magicOf("SKEV")> {};

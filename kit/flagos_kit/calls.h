@@ -1,16 +1,22 @@
 // Table members whose logic is the same in every plugin, written once over
-// the plugin's own lookups: the thread's current device (device.h), the
-// argument checks of eventCreate (stream.h) and kernelLaunch (compiler.h).
+// the plugin's own lookups: probe's answer, the thread's current device and
+// synchronize (device.h), memGetInfo (memory.h), the argument checks of
+// kernelLaunch (compiler.h). Stream and event members: streams.h, events.h.
 //
 // Part of the kit (kit/flagos_kit/): header-only, never crosses the ABI.
 #pragma once
 
 #include <cstdint>
-#include <memory>
+#include <cstring>
+#include <string>
 
 #include "flagos/compiler.h"
-#include "flagos/stream.h"
+#include "flagos/device.h"
+#include "flagos/memory.h"
 #include "flagos_kit/error.h"
+#include "flagos_kit/handle.h"
+#include "flagos_kit/out_struct.h"
+#include "flagos_kit/streams.h"
 
 namespace flagos_kit {
 
@@ -21,44 +27,73 @@ inline int32_t& currentDevice() noexcept {
   return device;
 }
 
-// device.h setCurrent, given the plugin's check @p valid(index) (which
-// records its own message when it fails).
-template <typename Valid>
-flagosStatus_t setCurrentDevice(int32_t index, Valid&& valid) {
-  if (!valid(index)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-  currentDevice() = index;
-  return FLAGOS_SUCCESS;
+// The end of device.h probe: writes @p result with @p reason (empty: the
+// plugin is usable) into the core's @p info, and answers NO_DEVICE with the
+// reason as the message when there is one.
+inline flagosStatus_t answerProbe(flagosProbeInfo* info, flagosProbeInfo result,
+                                  const std::string& reason) {
+  copyString(result.reason, reason);
+  const flagosStatus_t status = writeSized("probe", info, result);
+  if (status != FLAGOS_SUCCESS || reason.empty()) return status;
+  return fail(FLAGOS_ERROR_NO_DEVICE, "%s probe: %s", kPluginName, reason.c_str());
+}
+
+// device.h setCurrent, over the plugin's lookup @p FindDevice(call, index)
+// (which records its own message when it finds nothing).
+template <auto FindDevice>
+flagosStatus_t setCurrent(int32_t index) noexcept {
+  return guard("setCurrent", [&] {
+    if (FindDevice("setCurrent", index) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    currentDevice() = index;
+    return FLAGOS_SUCCESS;
+  });
 }
 
 // device.h getCurrent.
-inline flagosStatus_t getCurrentDevice(int32_t* index) {
-  if (index == nullptr) {
-    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s getCurrent: device is NULL", kPluginName);
-  }
-  *index = currentDevice();
-  return FLAGOS_SUCCESS;
+inline flagosStatus_t getCurrent(int32_t* index) noexcept {
+  return guard("getCurrent", [&] {
+    if (index == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s getCurrent: device is NULL", kPluginName);
+    }
+    *index = currentDevice();
+    return FLAGOS_SUCCESS;
+  });
 }
 
-// stream.h eventCreate for a plugin whose flagosEvent_st has `device` and
-// `flags` members and a default constructor; @p valid checks the device.
-// (Event is a template parameter so that the struct, which only the plugin
-// defines, is looked at where the plugin calls this, not here.)
-template <typename Valid, typename Event = flagosEvent_st>
-flagosStatus_t createEvent(int32_t device, uint32_t flags, flagosEvent_t* event, Valid&& valid) {
-  if (event == nullptr) {
-    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s eventCreate: event is NULL", kPluginName);
-  }
-  *event = nullptr;
-  if ((flags & ~FLAGOS_EVENT_TIMING) != 0) {
-    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s eventCreate: unknown flags 0x%x", kPluginName,
-                flags);
-  }
-  if (!valid(device)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-  auto created = std::make_unique<Event>();
-  created->device = device;
-  created->flags = flags;
-  *event = created.release();
-  return FLAGOS_SUCCESS;
+// device.h synchronize, over the plugin's @p FindDevice and its
+// @p SynchronizeDevice(Device*) (streams.h synchronizeStreams does the loop).
+template <auto FindDevice, auto SynchronizeDevice>
+flagosStatus_t synchronize(int32_t index) noexcept {
+  return guard("synchronize", [&] {
+    auto* device = FindDevice("synchronize", index);
+    return device == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : SynchronizeDevice(device);
+  });
+}
+
+// The three members above as a base of the plugin's DeviceCalls
+// (tables.h): setCurrent, getCurrent and synchronize.
+template <auto FindDevice, auto SynchronizeDevice>
+struct DeviceCallsBase {
+  static constexpr auto setCurrent = flagos_kit::setCurrent<FindDevice>;
+  static constexpr auto getCurrent = flagos_kit::getCurrent;
+  static constexpr auto synchronize = flagos_kit::synchronize<FindDevice, SynchronizeDevice>;
+};
+
+// memory.h memGetInfo: checks the out-parameters and the device
+// (@p FindDevice), then the plugin's @p Info(device, free_bytes,
+// total_bytes) fills them.
+template <auto FindDevice, auto Info>
+flagosStatus_t memGetInfo(int32_t index, uint64_t* free_bytes, uint64_t* total_bytes) noexcept {
+  return guard("memGetInfo", [&] {
+    if (free_bytes == nullptr || total_bytes == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s memGetInfo: an out-parameter is NULL",
+                  kPluginName);
+    }
+    auto* device = FindDevice("memGetInfo", index);
+    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    Info(device, free_bytes, total_bytes);
+    return FLAGOS_SUCCESS;
+  });
 }
 
 // The checks compiler.h asks of every kernelLaunch before it looks at the
@@ -84,6 +119,47 @@ inline flagosStatus_t checkLaunchArgs(const char* name, const flagosKernelArg* a
     }
   }
   return FLAGOS_SUCCESS;
+}
+
+// All of the above for kernelLaunch, after the handles: @p program (whose
+// struct has a `static constexpr uint32_t kMagic`, handle.h) and @p stream.
+template <typename Program, typename Stream>
+flagosStatus_t checkLaunch(const Program* program, const Stream* stream, const char* name,
+                           const flagosKernelArg* args, int32_t num_args, int32_t work_dim,
+                           const uint64_t* global, const uint64_t* local) {
+  if (!validHandle("kernelLaunch", "program", program, Program::kMagic) ||
+      !validStream("kernelLaunch", stream)) {
+    return FLAGOS_ERROR_INVALID_ARGUMENT;
+  }
+  return checkLaunchArgs(name, args, num_args, work_dim, global, local);
+}
+
+// The checks of kernelLaunch's argument @p i of kernel @p name that need no
+// device: a DEVICE_PTR has value -> void* and size sizeof(void*), and its
+// pointer goes to @p address (left NULL for BYTES); BYTES have a value and a
+// size; no other kind.
+inline flagosStatus_t checkKernelArg(const char* name, int32_t i, const flagosKernelArg& arg,
+                                     const void** address) {
+  if (arg.kind == FLAGOS_ARG_DEVICE_PTR) {
+    if (arg.value == nullptr || arg.size != sizeof(void*)) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                  "%s kernelLaunch: '%s' argument %d: a DEVICE_PTR needs value -> void* and size "
+                  "%zu",
+                  kPluginName, name, i, sizeof(void*));
+    }
+    std::memcpy(address, arg.value, sizeof(*address));
+    return FLAGOS_SUCCESS;
+  }
+  if (arg.kind == FLAGOS_ARG_BYTES) {
+    if (arg.value == nullptr || arg.size == 0) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                  "%s kernelLaunch: '%s' argument %d: BYTES needs a value and a size", kPluginName,
+                  name, i);
+    }
+    return FLAGOS_SUCCESS;
+  }
+  return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s kernelLaunch: '%s' argument %d: unknown kind %d",
+              kPluginName, name, i, arg.kind);
 }
 
 }  // namespace flagos_kit

@@ -1,0 +1,63 @@
+// A plugin's list of devices: built by init(), emptied by shutdown(), never
+// destroyed (tables may be called during process exit, after static
+// destructors would have run), and the lookups every table member starts
+// with. `devices` is written only by init() and shutdown(), which the core
+// calls before and after every other member.
+//
+// Part of the kit (kit/flagos_kit/): header-only, never crosses the ABI.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "flagos/status.h"
+#include "flagos_kit/error.h"
+
+namespace flagos_kit {
+
+template <typename Device>
+struct DeviceList {
+  std::mutex init_mutex;
+  std::atomic<bool> initialized{false};  // set after devices is filled
+  std::vector<std::unique_ptr<Device>> devices;
+
+  // The device of @p index, or nullptr after recording an INVALID_ARGUMENT
+  // message naming @p call (also before init()).
+  Device* find(const char* call, int32_t index) noexcept {
+    if (!initialized) {
+      fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s %s: plugin not initialized (init() not called)",
+           kPluginName, call);
+      return nullptr;
+    }
+    if (index < 0 || static_cast<size_t>(index) >= devices.size()) {
+      fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s %s: device %d out of range (%zu devices)",
+           kPluginName, call, index, devices.size());
+      return nullptr;
+    }
+    return devices[static_cast<size_t>(index)].get();
+  }
+
+  // device.h getCount.
+  flagosStatus_t count(int32_t* count) {
+    if (count == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s getCount: count is NULL", kPluginName);
+    }
+    if (!initialized) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s getCount: plugin not initialized",
+                  kPluginName);
+    }
+    *count = static_cast<int32_t>(devices.size());
+    return FLAGOS_SUCCESS;
+  }
+};
+
+// device.h getCount over the plugin's @p List() (returning its DeviceList).
+template <auto List>
+flagosStatus_t getCount(int32_t* count) noexcept {
+  return guard("getCount", [&] { return List().count(count); });
+}
+
+}  // namespace flagos_kit
