@@ -80,33 +80,70 @@ typedef struct flagosCompilerTable {
   const char* language;
 
   /** Compile @p source for physical @p device with @p options (may be "").
-   * Blocking; thread-safe (the core compiles from a background pool).
+   * Blocking; thread-safe (the core compiles from a background pool; opencl serializes
+   * builds on PoCL).
+   * @param device in: physical index. @param source in: NUL-terminated, in `language`.
+   * @param options in: compiler flags; NULL is unspecified (the in-tree plugins read "").
+   *        Both strings are read during the call only.
+   * @param program out: the new program (NULL on failure), owned by the caller until
+   *        programDestroy.
    * @returns FLAGOS_ERROR_COMPILE with the build log in the last-error
-   *          string when the source is rejected. */
+   *          string when the source is rejected (the core remembers it for that kernel and
+   *          takes the next tier); FLAGOS_ERROR_INVALID_ARGUMENT for a NULL @p source or
+   *          @p program or a bad device; FLAGOS_ERROR_DEVICE or FLAGOS_ERROR_OUT_OF_MEMORY
+   *          (opencl) when the SDK fails otherwise (the core retries those later). */
   flagosStatus_t (*programBuild)(int32_t device, const char* source, const char* options,
                                  flagosProgram_t* program);
 
   /** Serialize @p program for the on-disk cache. Call with buffer NULL to
-   * learn the size, then with a buffer of *size bytes. */
+   * learn the size, then with a buffer of *size bytes. Blocking, thread-safe.
+   * @param program in: a live program. @param buffer out: owned by the caller; NULL asks for the
+   * size.
+   * @param size in: the buffer's capacity (when @p buffer is given); out: the binary's size
+   *        (bytes written). Must not be NULL.
+   * @returns FLAGOS_SUCCESS; FLAGOS_ERROR_INVALID_ARGUMENT for a NULL @p size, a buffer
+   *          smaller than the binary, or a NULL or destroyed @p program;
+   *          FLAGOS_ERROR_NOT_SUPPORTED (opencl) when the driver offers no binary. On any
+   *          failure the core just does not cache the program. */
   flagosStatus_t (*programGetBinary)(flagosProgram_t program, void* buffer, uint64_t* size);
 
-  /** Recreate a program from programGetBinary's bytes.
+  /** Recreate a program from programGetBinary's bytes. Blocking, thread-safe.
+   * @param binary in: @p size bytes, read during the call only (may be truncated, corrupted
+   *        or from another machine: the in-tree plugins check the kit's envelope first).
+   * @param program out: as for programBuild.
    * @returns FLAGOS_ERROR_COMPILE for a binary this device/driver cannot
-   *          load (the core then rebuilds from source). */
+   *          load (the core then rebuilds from source, as it does after any failure);
+   *          FLAGOS_ERROR_INVALID_ARGUMENT for a NULL @p binary or @p program or a bad
+   *          device. */
   flagosStatus_t (*programLoadBinary)(int32_t device, const void* binary, uint64_t size,
                                       flagosProgram_t* program);
 
-  /** Free @p program; launches already enqueued still complete. */
+  /** Free @p program; returns at once, and launches already enqueued still complete (their
+   * code stays loaded until they ran). The handle is invalid afterwards.
+   * @returns FLAGOS_SUCCESS; FLAGOS_ERROR_INVALID_ARGUMENT for a NULL or destroyed
+   *          @p program. */
   flagosStatus_t (*programDestroy)(flagosProgram_t program);
 
-  /** Enqueue kernel @p name of @p program on @p stream.
+  /** Enqueue kernel @p name of @p program on @p stream and return at once.
+   * @param program, @p stream in: live handles of one device; @param name in: NUL-terminated.
+   * @p name, @p args (and the values they point to), @p global and @p local are read during
+   * the call only; device memory the arguments address must stay allocated until the stream
+   * passes the launch. Thread-safe, also for launches of one program from several threads.
+   * Unspecified: opencl on PoCL waits for the first launch of a new work size to finish.
+   * @param args @p num_args arguments (may be NULL when num_args is 0).
+   * @param work_dim 1 .. 3 (language "c": 1; the core always launches 1-D).
    * @param global work items per dimension (work_dim values); need not be a
    *        multiple of local: the plugin rounds it up and the kernel skips
-   *        the items past the end (Note [Launch geometry]).
-   * @param local  work-group size per dimension, or NULL to let the plugin
+   *        the items past the end (Note [Launch geometry]). A 0 launches nothing.
+   * @param local  work-group size per dimension (no 0), or NULL to let the plugin
    *        choose. The core always gives one for generated kernels.
    * @returns FLAGOS_ERROR_INVALID_ARGUMENT for an unknown kernel name or a
-   *          wrong argument count. */
+   *          wrong argument count, a malformed argument, a NULL @p name or @p global, a
+   *          work_dim outside 1..3, a local size of 0, a program and stream of different
+   *          devices, or a device address of another device; FLAGOS_ERROR_NOT_SUPPORTED
+   *          for work_dim != 1 in language "c"; FLAGOS_ERROR_OUT_OF_MEMORY or
+   *          FLAGOS_ERROR_DEVICE (opencl) when the enqueue fails. The core raises on any
+   *          failure. A failure of the kernel itself is the stream's asynchronous error. */
   flagosStatus_t (*kernelLaunch)(flagosProgram_t program, const char* name,
                                  const flagosKernelArg* args, int32_t num_args, int32_t work_dim,
                                  const uint64_t* global, const uint64_t* local,

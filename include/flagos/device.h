@@ -73,40 +73,58 @@ typedef struct flagosDeviceTable {
   uint32_t struct_size; /**< sizeof(flagosDeviceTable) as the plugin was built. */
 
   /** Is the SDK/driver present and is there at least one device?
-   * Called once, before init(); must be cheap and must not allocate device
-   * memory.
-   * @param info  out: SDK versions, device count, reason when unusable.
-   * @returns FLAGOS_SUCCESS when usable; FLAGOS_ERROR_NO_DEVICE with
-   *          info->reason set when not. Thread-safe. */
+   * Called before init() (the core probes every candidate plugin, also ones it does not
+   * pick); must be cheap, must not allocate device memory, and must be repeatable (the
+   * conformance suite calls it again after init() and expects the same answer).
+   * @param info  out (struct_size preset by the caller; at most struct_size bytes written):
+   *        SDK versions, device count, reason when unusable.
+   * @returns FLAGOS_SUCCESS when usable; FLAGOS_ERROR_NO_DEVICE with info->reason set when
+   *          not; FLAGOS_ERROR_INVALID_ARGUMENT for a NULL @p info or a struct_size < 4.
+   *          Blocking only for as long as the SDK's discovery takes. Thread-safe. */
   flagosStatus_t (*probe)(flagosProbeInfo* info);
 
-  /** Bring the plugin up (contexts, queues, memory arenas). Called once,
-   * after a successful probe(), before any other member below.
-   * @returns FLAGOS_SUCCESS, FLAGOS_ERROR_DEVICE, FLAGOS_ERROR_INTERNAL. */
+  /** Bring the plugin up (contexts, queues, memory arenas). Called once, after a successful
+   * probe(), before any other member below; blocks until done. The core never retries a
+   * failed init (the in-tree plugins answer a repeated call with FLAGOS_SUCCESS).
+   * @returns FLAGOS_SUCCESS, FLAGOS_ERROR_DEVICE (the in-tree plugins' answer for every
+   *          failure, e.g. bad configuration), FLAGOS_ERROR_INTERNAL. */
   flagosStatus_t (*init)(void);
 
-  /** Release everything init() created. Called at most once, at process
-   * exit; the core has already freed its memory and destroyed its streams
-   * and events. May be a no-op. */
+  /** Release everything init() created, including streams left over (drained first, so no
+   * plugin thread outlives the call: dlclose may follow). Blocks until done. May be a no-op
+   * (the skeleton's); after it, host and opencl answer every call as before init().
+   * Called at most once: the conformance suite calls it before dlclose, after freeing its
+   * memory and destroying its streams and events. Unspecified: the core in this tree never
+   * calls it (the plugin stays loaded until process exit).
+   * @returns FLAGOS_SUCCESS (the in-tree plugins never fail it). */
   flagosStatus_t (*shutdown)(void);
 
   /** @param count out: number of physical devices (same as probe's).
-   * Must not fail after a successful init(). */
+   * Must not fail after a successful init(); returns at once.
+   * @returns FLAGOS_SUCCESS; FLAGOS_ERROR_INVALID_ARGUMENT for a NULL @p count or before
+   *          init(). */
   flagosStatus_t (*getCount)(int32_t* count);
 
-  /** @param device physical index; @param props out (struct_size preset).
-   * @returns FLAGOS_ERROR_INVALID_ARGUMENT for a bad index. */
+  /** @param device physical index; @param props out (struct_size preset by the caller and
+   * kept; at most struct_size bytes written). Returns at once.
+   * @returns FLAGOS_SUCCESS; FLAGOS_ERROR_INVALID_ARGUMENT for a bad index or a NULL
+   *          @p props. */
   flagosStatus_t (*getProperties)(int32_t device, flagosDeviceProperties* props);
 
-  /** Make @p device current for the calling thread (like cudaSetDevice).
-   * Calls that take no explicit device act on the current one. */
+  /** Make @p device current for the calling thread (like cudaSetDevice); other threads keep
+   * their own. Calls that take no explicit device act on the current one. Returns at once.
+   * @returns FLAGOS_SUCCESS; FLAGOS_ERROR_INVALID_ARGUMENT for a bad index (the current
+   *          device is then unchanged). */
   flagosStatus_t (*setCurrent)(int32_t device);
 
-  /** @param device out: the calling thread's current device (0 initially). */
+  /** @param device out: the calling thread's current device (0 initially, per thread).
+   * @returns FLAGOS_SUCCESS; FLAGOS_ERROR_INVALID_ARGUMENT for a NULL @p device. */
   flagosStatus_t (*getCurrent)(int32_t* device);
 
-  /** Block until all work queued on every stream of @p device is done.
-   * @returns FLAGOS_SUCCESS or the first asynchronous error seen. */
+  /** Block until all work queued on every stream of @p device before the call is done
+   * (work other threads queue meanwhile may not be waited for).
+   * @returns FLAGOS_SUCCESS or the first asynchronous error seen (each stream's error is
+   *          reported once, then cleared); FLAGOS_ERROR_INVALID_ARGUMENT for a bad index. */
   flagosStatus_t (*synchronize)(int32_t device);
 } flagosDeviceTable;
 

@@ -42,20 +42,29 @@ typedef struct flagosScalar {
 /** A native kernel. Enqueues the computation on @p stream and returns at
  * once (or computes synchronously, which is also correct). Must not throw
  * and must not keep pointers to the descriptor arrays after returning.
+ * Thread-safe: the core calls kernels from any thread, on each thread's current stream.
  * @param stream   the current stream of the outputs' device; work enqueued
  *                 on it is ordered after everything the core enqueued before.
  * @param outputs  @p num_outputs descriptors, allocated by the core with the
- *                 final shape and dtype (in-place ops: the destination).
+ *                 final shape and dtype (in-place ops: the destination). The core calls
+ *                 no kernel when every output is empty.
  * @param inputs   @p num_inputs descriptors in the catalog's order
- *                 (flagos/ops.h documents each ID's order).
+ *                 (flagos/ops.h documents each ID's order); an absent optional input has
+ *                 data == NULL.
  * @param scalars  @p num_scalars values in the catalog's order.
  * Descriptor arrays are valid only during the call; the memory they point to
  * stays alive until the stream passes the work (the core records it).
+ * In place: an output may be the very same tensor as an input (x.add_(x)); for the
+ * pointwise family the core rejects partial overlaps and self-overlapping outputs before any
+ * tier runs. Unspecified: overlaps in the other families (the core does not check them).
  * @returns FLAGOS_SUCCESS; FLAGOS_ERROR_NOT_SUPPORTED for a dtype/layout it
  *          does not handle (the core tries the generated, decomposition and
- *          host tiers in turn); FLAGOS_ERROR_FALLBACK to go to the host tier
- *          at once; FLAGOS_ERROR_DEVICE on failure (the core raises, with
- *          getLastError's message). */
+ *          host tiers in turn; for non-pointwise operators it first retries once with
+ *          contiguous copies of strided inputs); FLAGOS_ERROR_FALLBACK to go to the host tier
+ *          at once. Return those two before queuing anything. FLAGOS_ERROR_DEVICE on failure
+ *          (the core raises, with getLastError's message, as for any other status, e.g.
+ *          FLAGOS_ERROR_INVALID_ARGUMENT for a NULL or destroyed @p stream). An error found
+ *          while the work runs (an index out of range) is the stream's asynchronous error. */
 typedef flagosStatus_t (*flagosKernelFn)(flagosStream_t stream, const flagosTensor* outputs,
                                          int32_t num_outputs, const flagosTensor* inputs,
                                          int32_t num_inputs, const flagosScalar* scalars,

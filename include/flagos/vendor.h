@@ -112,15 +112,25 @@ typedef struct flagosVendorTables {
   /** Optional (NULL: collectives are staged through the host over gloo). */
   const flagosCollectiveTable* collectives;
 
-  /** The calling thread's last error message ("" if none). Required; the
-   * string stays valid until the thread's next call into the plugin. */
+  /** The calling thread's last error message ("" if none; never NULL). Required; the
+   * string is owned by the plugin and stays valid until the thread's next call into the
+   * plugin (the kit keeps it until the thread's next failing call). Works at any time,
+   * also before init() and after a failed probe (the core reads it then). Returns at once;
+   * each thread sees only its own message. */
   const char* (*getLastError)(void);
 } flagosVendorTables;
 
 /** Type of the entry point. The core passes the ABI version it speaks and a
  * zero-filled @p tables with struct_size set; the plugin fills it.
- * @returns FLAGOS_SUCCESS; FLAGOS_ERROR_ABI_MISMATCH if the plugin cannot
- *          serve @p core_abi_major. Must not touch the SDK (probe does). */
+ * @param core_abi_major, @p core_abi_minor in: the core's FLAGOS_ABI_VERSION_MAJOR/MINOR.
+ * @param tables in/out: the plugin writes at most the caller's struct_size bytes, its own
+ *        struct_size included (which tells the core how much it filled). The pointers it
+ *        stores have static lifetime and are the same on every call.
+ * @returns FLAGOS_SUCCESS for any @p core_abi_minor; FLAGOS_ERROR_ABI_MISMATCH (with a
+ *          message) if the plugin cannot serve @p core_abi_major; an error (the kit:
+ *          FLAGOS_ERROR_INVALID_ARGUMENT) for a NULL @p tables or a struct_size < 4.
+ * Returns at once; may be called more than once. Must not touch the SDK (probe does) nor
+ * start threads (the collectives suite forks after loading). */
 typedef flagosStatus_t (*flagosVendorGetTablesFn)(uint16_t core_abi_major, uint16_t core_abi_minor,
                                                   flagosVendorTables* tables);
 
