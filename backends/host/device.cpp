@@ -45,28 +45,24 @@ struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> 
 
   static flagosStatus_t init() noexcept {
     return guard("init", [&] {
-      State& s = state();
-      std::lock_guard<std::mutex> lock(s.init_mutex);
-      if (s.initialized) return FLAGOS_SUCCESS;
-      Config config;
-      std::string error;
-      if (!loadConfig(&config, &error)) {
-        return fail(FLAGOS_ERROR_DEVICE, "host init: %s", error.c_str());
-      }
-      if (config.device_count == 0) {
-        return fail(FLAGOS_ERROR_DEVICE, "host init: FLAGOS_HOST_DEVICES=0: no host devices");
-      }
-      std::vector<std::unique_ptr<Device>> devices;
-      for (int32_t i = 0; i < config.device_count; ++i) {
-        auto device = std::make_unique<Device>();
-        device->index = i;
-        device->arena = Arena::create(i, config.memory_limit);
-        if (!device->arena) return FLAGOS_ERROR_DEVICE;  // create() left the message
-        devices.push_back(std::move(device));
-      }
-      s.devices = std::move(devices);
-      s.initialized = true;
-      return FLAGOS_SUCCESS;
+      return state().open([](std::vector<std::unique_ptr<Device>>& devices) {
+        Config config;
+        std::string error;
+        if (!loadConfig(&config, &error)) {
+          return fail(FLAGOS_ERROR_DEVICE, "host init: %s", error.c_str());
+        }
+        if (config.device_count == 0) {
+          return fail(FLAGOS_ERROR_DEVICE, "host init: FLAGOS_HOST_DEVICES=0: no host devices");
+        }
+        for (int32_t i = 0; i < config.device_count; ++i) {
+          auto device = std::make_unique<Device>();
+          device->index = i;
+          device->arena = Arena::create(i, config.memory_limit);
+          if (!device->arena) return FLAGOS_ERROR_DEVICE;  // create() left the message
+          devices.push_back(std::move(device));
+        }
+        return FLAGOS_SUCCESS;
+      });
     });
   }
 

@@ -82,31 +82,30 @@ struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> 
   static flagosStatus_t init() noexcept {
     return guard("init", [&] {
       State& s = state();
-      std::lock_guard<std::mutex> lock(s.init_mutex);
-      if (s.initialized) return FLAGOS_SUCCESS;
       Config config;
-      std::string error;
-      std::vector<DeviceInfo> infos;
-      if (!loadConfig(&config, &error) || !discoverDevices(config, &infos, &error)) {
-        return fail(FLAGOS_ERROR_DEVICE, "opencl init: %s", error.c_str());
-      }
-      std::vector<std::unique_ptr<Device>> devices;
-      for (size_t i = 0; i < infos.size(); ++i) {
-        auto device = openDevice(static_cast<int32_t>(i), infos[i], config);
-        if (!device) return FLAGOS_ERROR_DEVICE;
-        devices.push_back(std::move(device));
-      }
-      bool pocl = false;
-      for (const DeviceInfo& info : infos) pocl = pocl || info.pocl;
-      setSerializeCompiles(pocl);
-      s.devices = std::move(devices);
-      s.initialized = true;
-      if (config.warmup != Warmup::kOff) {
+      auto make = [&](std::vector<std::unique_ptr<Device>>& devices) {
+        std::string error;
+        std::vector<DeviceInfo> infos;
+        if (!loadConfig(&config, &error) || !discoverDevices(config, &infos, &error)) {
+          return fail(FLAGOS_ERROR_DEVICE, "opencl init: %s", error.c_str());
+        }
+        for (size_t i = 0; i < infos.size(); ++i) {
+          auto device = openDevice(static_cast<int32_t>(i), infos[i], config);
+          if (!device) return FLAGOS_ERROR_DEVICE;
+          devices.push_back(std::move(device));
+        }
+        bool pocl = false;
+        for (const DeviceInfo& info : infos) pocl = pocl || info.pocl;
+        setSerializeCompiles(pocl);
+        return FLAGOS_SUCCESS;
+      };
+      auto opened = [&] {
+        if (config.warmup == Warmup::kOff) return;
         std::vector<Device*> warm;
         for (auto& device : s.devices) warm.push_back(device.get());
         startWarmup(warm, config.warmup);  // returns at once
-      }
-      return FLAGOS_SUCCESS;
+      };
+      return s.open(make, opened);
     });
   }
 

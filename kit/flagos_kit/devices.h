@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "flagos/status.h"
@@ -38,6 +39,28 @@ struct DeviceList {
       return nullptr;
     }
     return devices[static_cast<size_t>(index)].get();
+  }
+
+  // device.h init's frame: once per process (a second call succeeds at
+  // once), under the lock. @p make(devices) fills the list or returns the
+  // error (with its message recorded); only then is the list published.
+  // @p opened() runs once, still under the lock, after it is published
+  // (opencl starts its warm-up there).
+  template <typename Make, typename Opened>
+  flagosStatus_t open(Make&& make, Opened&& opened) {
+    std::lock_guard<std::mutex> lock(init_mutex);
+    if (initialized) return FLAGOS_SUCCESS;
+    std::vector<std::unique_ptr<Device>> made;
+    const flagosStatus_t status = make(made);
+    if (status != FLAGOS_SUCCESS) return status;
+    devices = std::move(made);
+    initialized = true;
+    opened();
+    return FLAGOS_SUCCESS;
+  }
+  template <typename Make>
+  flagosStatus_t open(Make&& make) {
+    return open(std::forward<Make>(make), [] {});
   }
 
   // device.h getCount.
