@@ -67,20 +67,8 @@ struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> 
   }
 
   static flagosStatus_t shutdown() noexcept {
-    return guard("shutdown", [&] {
-      State& s = state();
-      std::lock_guard<std::mutex> lock(s.init_mutex);
-      // The core destroyed its streams already; any left over are drained and
-      // joined here so that no worker outlives the library (dlclose).
-      for (auto& device : s.devices) {
-        std::lock_guard<std::mutex> streams_lock(device->streams_mutex);
-        for (flagosStream_t stream : device->streams) delete stream;
-        device->streams.clear();
-      }
-      s.initialized = false;
-      s.devices.clear();  // unmaps the arenas
-      return FLAGOS_SUCCESS;
-    });
+    // Leftover streams are joined, then the devices go (unmapping the arenas).
+    return guard("shutdown", [&] { return state().close(); });
   }
 
   static constexpr auto getCount = flagos_kit::getCount<state>;  // devices.h

@@ -110,21 +110,10 @@ struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> 
   }
 
   static flagosStatus_t shutdown() noexcept {
-    return guard("shutdown", [&] {
-      State& s = state();
-      std::lock_guard<std::mutex> lock(s.init_mutex);
-      stopWarmup();  // it uses the devices: the step in flight finishes first
-      // The core destroyed its streams already; any left over are finished
-      // and released here, before their contexts go.
-      for (auto& device : s.devices) {
-        std::lock_guard<std::mutex> streams_lock(device->streams_mutex);
-        for (flagosStream_t stream : device->streams) delete stream;
-        device->streams.clear();
-      }
-      s.initialized = false;
-      s.devices.clear();  // buffers, queues, contexts, address windows
-      return FLAGOS_SUCCESS;
-    });
+    // The warm-up uses the devices: the step in flight finishes first. Then
+    // leftover streams finish and are released before their contexts go,
+    // and the devices (buffers, queues, contexts, address windows).
+    return guard("shutdown", [&] { return state().close([] { stopWarmup(); }); });
   }
 
   static constexpr auto getCount = flagos_kit::getCount<state>;  // devices.h

@@ -63,6 +63,28 @@ struct DeviceList {
     return open(std::forward<Make>(make), [] {});
   }
 
+  // device.h shutdown's frame, under the lock: @p before() runs first (opencl
+  // stops its warm-up, which uses the devices), then streams the core left
+  // behind (it destroys its own first) are deleted, which drains and joins
+  // them so that no worker outlives the library (dlclose), then the devices
+  // go. Device needs `streams_mutex` and a `streams` container of handles.
+  template <typename Before>
+  flagosStatus_t close(Before&& before) {
+    std::lock_guard<std::mutex> lock(init_mutex);
+    before();
+    for (auto& device : devices) {
+      std::lock_guard<std::mutex> streams_lock(device->streams_mutex);
+      for (auto stream : device->streams) delete stream;
+      device->streams.clear();
+    }
+    initialized = false;
+    devices.clear();
+    return FLAGOS_SUCCESS;
+  }
+  flagosStatus_t close() {
+    return close([] {});
+  }
+
   // device.h getCount.
   flagosStatus_t count(int32_t* count) {
     if (count == nullptr) {
