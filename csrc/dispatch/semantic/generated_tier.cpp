@@ -24,7 +24,9 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -216,8 +218,16 @@ bool hasGeneratedKernel(int op) {
 }
 
 bool generatedInPlaceOnly(int op) {
-  const kernels::Recipe* recipe = hasCompiler() ? Recipes::get().find(op) : nullptr;
-  return recipe && kernels::inPlaceOnly(*recipe, backend().tables.compiler->language);
+  // Asked on every functional call of a generated op: answered once per op
+  // (the compiler's language is fixed once a backend is loaded).
+  static std::unique_ptr<std::atomic<int8_t>[]> known(new std::atomic<int8_t>[kNumOps]());
+  const int8_t k = known[op].load(std::memory_order_relaxed);  // 0: not yet, 1: no, 2: yes
+  if (k != 0) return k == 2;
+  if (!hasCompiler()) return false;
+  const kernels::Recipe* recipe = Recipes::get().find(op);
+  const bool only = recipe && kernels::inPlaceOnly(*recipe, backend().tables.compiler->language);
+  known[op].store(only ? 2 : 1, std::memory_order_relaxed);
+  return only;
 }
 
 bool runGeneratedKernel(int op, c10::DeviceIndex device, flagosStream_t stream,

@@ -97,7 +97,7 @@ def tier_outside_catalog(name: str, support: dict[str, Any]) -> str:
         if (cea or ceanf) and out is not None:
             # The functional (structured, or a composite written over its
             # out= variant: logical_and, abs) runs as its out= kernel.
-            return "decomposition" if out == "native" else out
+            return ops.through_out(out)
         if cea and name in COMPOSITES_OVER_OTHER_OPS:
             return "decomposition"
         if (cea or ceanf) and out_name != name:
@@ -239,23 +239,21 @@ def observed_tier(name: str, counted: dict) -> tuple[str, str] | None:
       `ops` predicts (the functional runs as its out= kernel, which is native);
       any other tier of the out= kernel is the overload's own.
     """
+    found = _ran_as(name, counted)
+    if not found:
+        return None
+    via, tiers = found
+    return max(tiers, key=lambda t: TIER_RANK.get(t, 9)), via
+
+
+def _ran_as(name: str, counted: dict) -> tuple[str, set[str]] | None:
+    """(counted as, every tier a call of `name` took): a call counted as its out=
+    overload's takes ops.through_out of that tier."""
     found = _counted_for(name, counted)
     if not found:
         return None
     via, tiers = found
-    tier = max(tiers, key=lambda t: TIER_RANK.get(t, 9))
-    if via != name and tier in ("native", "core"):
-        tier = "decomposition"
-    return tier, via
-
-
-def _ran_as(name: str, counted: dict) -> set[str]:
-    """Every tier a call of `name` took, read as observed_tier() reads one."""
-    found = _counted_for(name, counted)
-    if not found:
-        return set()
-    via, tiers = found
-    return {"decomposition" if via != name and t in ("native", "core") else t for t in tiers}
+    return via, {t if via == name else ops.through_out(t) for t in tiers}
 
 
 def _verify(rows, counted, backend: str, device: str) -> dict[str, Any]:
@@ -266,7 +264,8 @@ def _verify(rows, counted, backend: str, device: str) -> dict[str, Any]:
         return {"ran": False, "reason": "no flagos backend in this process", "mismatches": []}
     mismatches = []
     for r in rows:
-        seen = _ran_as(r["op"], counted)
+        found = _ran_as(r["op"], counted)
+        seen = found[1] if found else set()
         predicted = r.get("predicted", r["tiers"][backend])
         if seen and predicted not in seen:
             mismatches.append({"op": r["op"], "predicted": predicted, "ran": sorted(seen)})

@@ -105,6 +105,12 @@ def out_overload(name: str) -> str:
     return name
 
 
+def through_out(out_tier: str) -> str:
+    """The tier of a functional overload that runs as its out= overload: a native
+    (or core) out= kernel makes it a decomposition, any other tier is its own."""
+    return "decomposition" if out_tier in ("native", "core") else out_tier
+
+
 def _catalog_tables() -> tuple[dict[str, str], dict[str, str], dict[str, set[str]]]:
     """(overload -> semantic id, overload -> route, {"native"|"generated"|"composite": ids});
     empty without the catalog."""
@@ -170,7 +176,7 @@ def _local_support() -> dict[str, Any]:
         elif entries.get(op_id, {}).get("decompose", True) is False or not (cea or ceanf):
             result = "fallback"
         elif (cea or ceanf) and out in overloads and out != name:
-            result = "decomposition" if tier(out) == "native" else tier(out)
+            result = through_out(tier(out))
         else:
             result = "decomposition"
         tiers[name] = result
