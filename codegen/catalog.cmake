@@ -22,7 +22,9 @@ add_custom_target(flagos_catalog_gen DEPENDS
   ${FLAGOS_CATALOG_OUT}/catalog_table.cpp ${FLAGOS_CATALOG_OUT}/include/flagos/ops.h)
 
 file(GLOB FLAGOS_SEMANTIC_SOURCES CONFIGURE_DEPENDS
-  ${CMAKE_SOURCE_DIR}/csrc/dispatch/semantic/*.cpp)
+  ${CMAKE_SOURCE_DIR}/csrc/dispatch/semantic/*.cpp
+  # The extension interface's kernels share the generated tier's cache.
+  ${CMAKE_SOURCE_DIR}/csrc/extension/*.cpp)
 target_sources(flagos_C PRIVATE ${FLAGOS_SEMANTIC_SOURCES} ${FLAGOS_CATALOG_OUT}/catalog_table.cpp)
 target_include_directories(flagos_C PRIVATE ${FLAGOS_CATALOG_OUT}/include)
 target_compile_definitions(flagos_C PRIVATE FLAGOS_ENABLE_CATALOG=1)

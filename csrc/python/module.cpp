@@ -7,4 +7,7 @@ PYBIND11_MODULE(_C, m) {
   flagos::python::bindRuntime(m);
   flagos::python::bindDispatch(m);
   flagos::python::bindComm(m);
+#ifdef FLAGOS_ENABLE_CATALOG
+  flagos::python::bindExtension(m);
+#endif
 }
