@@ -124,6 +124,8 @@ FLAGOS_KERNEL(rms_norm_bwd) {
 
 # Reassociation lets the C compiler vectorize the row sums (as PyTorch's own
 # CPU kernels do); the result differs from a sequential sum by rounding only.
+# No -march=native: the host device's cache identity is "x86_64", so a cache
+# copied to an older CPU would load instructions it lacks.
 OPTIONS = {"c": "-O3 -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math"}
 
 
