@@ -79,28 +79,22 @@ class _Scalar:
             raise ValueError(f"scalar {self.value!r} does not fit its type: {err}") from None
 
 
-def int32(value: int) -> _Scalar:
-    return _Scalar(int(value), "i")
+def _typed(name: str, fmt: str, cast):
+    def make(value) -> _Scalar:
+        return _Scalar(cast(value), fmt)
+
+    make.__name__ = make.__qualname__ = name
+    make.__doc__ = f"A scalar argument of C type {name}."
+    return make
 
 
-def int64(value: int) -> _Scalar:
-    return _Scalar(int(value), "q")
-
-
-def uint32(value: int) -> _Scalar:
-    return _Scalar(int(value), "I")
-
-
-def uint64(value: int) -> _Scalar:
-    return _Scalar(int(value), "Q")
-
-
-def float32(value: float) -> _Scalar:
-    return _Scalar(float(value), "f")
-
-
-def float64(value: float) -> _Scalar:
-    return _Scalar(float(value), "d")
+# The C types a scalar argument can have (struct formats, little-endian).
+int32 = _typed("int32", "i", int)
+int64 = _typed("int64", "q", int)
+uint32 = _typed("uint32", "I", int)
+uint64 = _typed("uint64", "Q", int)
+float32 = _typed("float32", "f", float)
+float64 = _typed("float64", "d", float)
 
 
 def language() -> str:
