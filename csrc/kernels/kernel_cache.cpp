@@ -210,7 +210,7 @@ Outcome KernelCache::Impl::compile(const std::string& file_key,
   if (status != FLAGOS_SUCCESS || program == nullptr) {
     build_failures.fetch_add(1, std::memory_order_relaxed);
     out.sticky = status == FLAGOS_ERROR_COMPILE;
-    out.error = "flagos: the " + language + " compiler rejected generated kernel '" +
+    out.error = "flagos: the " + language + " compiler rejected kernel '" +
                 src.kernel_name + "': " + log;
     return out;
   }
