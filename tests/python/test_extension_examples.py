@@ -11,11 +11,12 @@ fallback to the eager composition cannot pass.
 from __future__ import annotations
 
 import math
+import subprocess
 import sys
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import BACKEND, REPO, check_ok, clean_env
 from flagos_torchfl import extension as fx
 
 sys.path.insert(0, str(REPO / "examples"))
@@ -187,3 +188,18 @@ def test_the_ops_under_torch_compile_with_dynamic_shapes():
             got = _launched(lambda x=x: compiled(x.to("flagos"))).cpu()
             want = cpu(x, fused=False)
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("script", ["fused_rmsnorm.py", "flash_attention.py"])
+def test_the_example_scripts_check_themselves(script):
+    """As a user runs them: `python examples/<script>` on this backend, exit 0 and OK."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "examples" / script)],
+        env=clean_env(FLAGOS_BACKEND=BACKEND),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = check_ok(proc)
+    assert out.strip().splitlines()[-1] == "OK", out
+    assert f"on {BACKEND} (" in out
