@@ -101,7 +101,9 @@ def main() -> int:
             env["FLAGOS_CACHE_DIR"] = os.environ["FLAGOS_CACHE_DIR"]
         r = run_json(BODY, backend, str(args.repeat), str(EXAMPLES), env=env, what=backend)
         results.append(r)
-        print(f"\n{backend} ({r['language']}), {args.repeat} interleaved repetitions, ms median / worst")
+        print(
+            f"\n{backend} ({r['language']}), {args.repeat} interleaved repetitions, ms median / worst"
+        )
         print(f"{'case':38} {'fused':>15} {'eager':>15} {'native CPU':>15} {'eager/fused':>18}")
         for name, c in r["cases"].items():
             f, e, n = c["fused_ms"], c["eager_ms"], c["cpu_ms"]

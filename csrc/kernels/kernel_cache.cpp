@@ -6,6 +6,8 @@
 // find() can hand out &entry->kernel after one lookup under a shared lock.
 #include "kernels/kernel_cache.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -210,8 +212,8 @@ Outcome KernelCache::Impl::compile(const std::string& file_key,
   if (status != FLAGOS_SUCCESS || program == nullptr) {
     build_failures.fetch_add(1, std::memory_order_relaxed);
     out.sticky = status == FLAGOS_ERROR_COMPILE;
-    out.error = "flagos: the " + language + " compiler rejected kernel '" +
-                src.kernel_name + "': " + log;
+    out.error =
+        "flagos: the " + language + " compiler rejected kernel '" + src.kernel_name + "': " + log;
     return out;
   }
   out.ok = true;
@@ -252,7 +254,28 @@ void KernelCache::Impl::finish(const KernelKey& key, const std::shared_ptr<Entry
   built.notify_all();
 }
 
+// Note [Background priority]
+// Pool threads compile (PoCL's LLVM runs on the calling thread; the host
+// compiler's cc inherits the thread's nice value), load and warm kernels
+// while the process computes. On a CPU device they compete for the same
+// cores as the foreground's kernels, so they run at a lower priority
+// (CacheConfig::background_nice, FLAGOS_BACKGROUND_NICE): the foreground
+// keeps its cores, the pool gets what is idle. A caller waiting for a pool
+// build is blocked, not spinning, so its cores go to the pool then. Linux
+// gives each thread its own nice value (setpriority on the thread id).
+static void lowerThisThreadsPriority(int nice) {
+#ifdef __linux__
+  if (nice > 0) {
+    const auto tid = static_cast<id_t>(syscall(SYS_gettid));
+    (void)setpriority(PRIO_PROCESS, tid, nice);  // best effort: a refusal leaves it as is
+  }
+#else
+  (void)nice;
+#endif
+}
+
 void KernelCache::Impl::worker() {
+  lowerThisThreadsPriority(config.background_nice);
   for (;;) {
     Task task;
     {

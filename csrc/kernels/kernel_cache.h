@@ -44,6 +44,7 @@ struct CacheConfig {
   std::string dir;  // on-disk store; "" = memory only
   uint64_t max_disk_bytes = uint64_t{512} << 20;
   int compile_threads = 1;  // background pool size
+  int background_nice = 0;  // pool threads' nice value (Note [Background priority]); 0: as is
   std::string device_arch;  // flagosDeviceProperties.arch + driver facts
   // The plugin's message for the calling thread's last failed call (the
   // core plugs in flagosVendorTables.getLastError): the build log of a

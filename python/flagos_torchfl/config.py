@@ -245,6 +245,14 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "Threads of the background compiler pool that builds specialized kernels (1-64).",
     ),
     EnvVar(
+        "FLAGOS_BACKGROUND_NICE",
+        "10",
+        "core",
+        "Nice value (0-19) of the background compiler pool's threads, so kernel builds, "
+        "preloads and warm-up launches yield the cores to the foreground; 0 keeps the "
+        "process's priority.",
+    ),
+    EnvVar(
         "FLAGOS_WORK_GROUP_SIZE",
         "",
         "core",

@@ -13,6 +13,10 @@
 
 namespace flagos::semantic {
 
+// Note [Background priority]: low enough that the foreground's threads take
+// the cores first, not so low (19) that a build a caller waits for starves.
+constexpr int kDefaultBackgroundNice = 10;
+
 Generators& Generators::get() {
   static Generators* g = new Generators();  // leaked: kernels may run at exit
   return *g;
@@ -82,6 +86,7 @@ std::unique_ptr<DeviceGenerator> Generators::create(c10::DeviceIndex logical) {
                                                   : probeFp64(compiler, physical);
   config.max_disk_bytes = maxDiskBytes(config.max_disk_bytes);
   config.compile_threads = compileThreads(config.compile_threads);
+  config.background_nice = backgroundNice(kDefaultBackgroundNice);
   config.device_arch = device + (d->target.fp64 ? "|fp64" : "");
   config.last_error = [] { return detail::lastError(backend().tables); };
   d->cache = std::make_unique<kernels::KernelCache>(compiler, physical, std::move(config));

@@ -41,6 +41,10 @@ int compileThreads(int fallback) {
       env::integer("FLAGOS_COMPILE_THREADS", 1, 64, fallback, "a number of threads"));
 }
 
+int backgroundNice(int fallback) {
+  return static_cast<int>(env::integer("FLAGOS_BACKGROUND_NICE", 0, 19, fallback, "a nice value"));
+}
+
 bool SpecializationCounts::due(const kernels::KernelKey& key) {
   const Policy& p = policy();
   if (p.kind == Policy::Eager) return true;

@@ -24,6 +24,10 @@ const Policy& policy();
 // @p fallback.
 int compileThreads(int fallback);
 
+// FLAGOS_BACKGROUND_NICE when set (0..19; 0 keeps the pool at the process's
+// priority), else @p fallback: Note [Background priority] (kernel_cache.cpp).
+int backgroundNice(int fallback);
+
 // One device's calls seen per specialized key (FLAGOS_SPECIALIZE=after:N).
 class SpecializationCounts {
  public:
