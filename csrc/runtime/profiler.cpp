@@ -23,6 +23,7 @@
 #include "runtime/stream.h"
 
 #ifdef FLAGOS_HAVE_KINETO_PROFILER
+#include <atomic>
 #include <chrono>
 #include <ctime>
 #include <set>
@@ -288,10 +289,8 @@ class FlagosKinetoSession final : public libkineto::IActivityProfilerSession {
 
   void tell(uint64_t id) {
     if (!enabled_) {
-      if (!started_late_ && isInitialized()) {
-        started_late_ = true;
-        enabled_ = tryEnable();
-      }
+      // Operators run on several threads (autograd's): one of them enables.
+      if (isInitialized() && !started_late_.exchange(true)) enabled_ = tryEnable();
       if (!enabled_) return;
     }
     if (const flagosTraceTable* t = traceTable()) (void)t->setCorrelationId(id);
@@ -299,7 +298,7 @@ class FlagosKinetoSession final : public libkineto::IActivityProfilerSession {
 
   int64_t offset_ns_ = 0;
   std::atomic<bool> enabled_{false};
-  bool started_late_ = false;
+  std::atomic<bool> started_late_{false};
   uint64_t dropped_ = 0;
   std::vector<std::string> errors_;
   std::vector<flagosTraceRecord> records_;
