@@ -39,6 +39,11 @@ list(GET _flagos_torch_out 2 _flagos_torch_api_include)
 list(GET _flagos_torch_out 3 _flagos_torch_lib_dir)
 list(GET _flagos_torch_out 4 _flagos_torch_cxx11_abi)
 
+# For csrc/CMakeLists.txt's probes (Note [Kineto child profiler]).
+set(FLAGOS_TORCH_INCLUDE_DIR "${_flagos_torch_include}")
+set(FLAGOS_TORCH_LIB_DIR "${_flagos_torch_lib_dir}")
+set(FLAGOS_TORCH_CXX11_ABI "${_flagos_torch_cxx11_abi}")
+
 # The standard ATen's own guard asks for; never lower than the project's.
 file(READ "${_flagos_torch_include}/ATen/ATen.h" _flagos_aten_h)
 if(_flagos_aten_h MATCHES "__cplusplus < 202002L")

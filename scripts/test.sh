@@ -27,7 +27,7 @@ if "$PYTHON" -c 'import flagos_torchfl as ft; ft.initialize("opencl")' >/dev/nul
   run env FLAGOS_BACKEND=opencl "$PYTHON" -m pytest tests/python/test_opinfo_catalog.py \
     tests/python/test_tier_agreement.py tests/python/test_training_any_backend.py \
     tests/python/test_models.py tests/python/test_extension.py \
-    tests/python/test_extension_examples.py
+    tests/python/test_extension_examples.py tests/python/test_profiler_device.py
 elif [ -n "${CI:-}" ]; then
   failed+=("opencl backend unavailable (PoCL is installed by scripts/setup.sh)")
 fi
@@ -44,7 +44,8 @@ MATRIX_CORE_TESTS=(tests/python/test_initialize.py tests/python/test_copy.py
   tests/python/test_alias_torch_stack.py tests/python/test_distributed.py
   tests/python/test_models.py tests/python/test_exit_stress.py
   tests/python/test_tools_validate_noise.py tests/python/test_tools_profiler.py
-  tests/python/test_extension.py tests/python/test_extension_examples.py)
+  tests/python/test_extension.py tests/python/test_extension_examples.py
+  tests/python/test_profiler_device.py)
 ZOO_TESTS=(tests/python/test_model_zoo.py tests/python/test_alias_torch_stack.py
   tests/python/test_tools_validate_noise.py)
 if [ "${FLAGOS_TORCH_MATRIX:-1}" != 0 ]; then

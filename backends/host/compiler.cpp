@@ -546,7 +546,7 @@ struct CompilerCalls {
       const int64_t grain = local != nullptr
                                 ? static_cast<int64_t>(std::min<uint64_t>(local[0], INT64_MAX))
                                 : kDefaultGrain;
-      stream->enqueue([launch, n, grain] {
+      stream->enqueue(FLAGOS_TRACE_KERNEL, name, [launch, n, grain] {
         kernels::parallelFor(n, grain, [&](int64_t begin, int64_t end) {
           launch->fn(launch->pointers.data(), static_cast<uint64_t>(begin),
                      static_cast<uint64_t>(end));

@@ -24,6 +24,7 @@ flagosVendorTables makeTables() {
   t.compiler = compilerTable();            // "c": generated kernels via the system cc
   // host-shm: one rank per process of this machine (collectives.cpp)
   t.collectives = coll::collectiveTable();
+  t.trace = traceTable();  // host clock around each task (trace.cpp)
   return t;
 }
 

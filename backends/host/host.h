@@ -35,6 +35,7 @@
 #include "flagos_kit/out_struct.h"
 #include "flagos_kit/streams.h"
 #include "flagos_kit/tables.h"
+#include "flagos_kit/trace.h"
 
 namespace flagos_host {
 
@@ -111,6 +112,8 @@ const flagosMemoryTable* memoryTable();
 const flagosStreamTable* streamTable();
 // Language "c" through the system C compiler (compiler.cpp).
 const flagosCompilerTable* compilerTable();
+// Device-activity records for torch.profiler (trace.cpp).
+const flagosTraceTable* traceTable();
 
 // Checks a stream handle passed to @p call; records the message on failure
 // (flagosStream_st::kMagic, kit/flagos_kit/handle.h).
@@ -150,6 +153,10 @@ struct flagosStream_st {
   // the stream is idle and 0 <= cost <= kInlineMaxCost, runs it at once on
   // the calling thread instead (Note [Inline execution]).
   void enqueue(Task task, int64_t cost = flagos_host::kNeverInline);
+  // The same, recording the task's run as @p kind / @p name while tracing
+  // is on (kit/flagos_kit/trace.h); @p name is copied at once.
+  void enqueue(flagosTraceKind_t kind, const char* name, Task task,
+               int64_t cost = flagos_host::kNeverInline);
   // Blocks until the work queued before this call is done.
   flagosStatus_t synchronize();
   // SUCCESS when idle, NOT_READY while work is pending.
@@ -158,6 +165,7 @@ struct flagosStream_st {
   static constexpr uint32_t kMagic = flagos_kit::magicOf("STRM");
   uint32_t magic = kMagic;
   const int32_t device;
+  const uint64_t trace_id;  // flagosTraceRecord.stream_id: unique per stream of the process
 
  private:
   void run();  // the worker's loop

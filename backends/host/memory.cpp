@@ -132,7 +132,9 @@ struct MemoryCalls {
       if (bytes == 0) return FLAGOS_SUCCESS;
       if (!checkCopy("memcpyAsync", dst, src, bytes, kind)) return FLAGOS_ERROR_INVALID_ARGUMENT;
       const int64_t cost = bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
-      stream->enqueue([=] { copyBytes(dst, src, bytes, kind); }, cost);  // Note [Inline execution]
+      stream->enqueue(
+          FLAGOS_TRACE_MEMCPY, flagos_kit::trace::memcpyName(kind),
+          [=] { copyBytes(dst, src, bytes, kind); }, cost);  // Note [Inline execution]
       return FLAGOS_SUCCESS;
     });
   }
@@ -157,8 +159,10 @@ struct MemoryCalls {
       std::memcpy(value, pattern, pattern_size);
       const uint64_t bytes = count * pattern_size;  // no overflow: checked above
       const int64_t cost = bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
-      stream->enqueue([=] { fillPattern(static_cast<char*>(dst), value, pattern_size, count); },
-                      cost);  // Note [Inline execution]
+      stream->enqueue(
+          FLAGOS_TRACE_MEMSET, "Memset",
+          [=] { fillPattern(static_cast<char*>(dst), value, pattern_size, count); },
+          cost);  // Note [Inline execution]
       return FLAGOS_SUCCESS;
     });
   }

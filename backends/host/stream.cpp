@@ -5,6 +5,7 @@
 // (kit/flagos_kit/markers.h). A real device's stream would be a queue in its
 // SDK; the contract (stream.h) is the same.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <system_error>
 
@@ -13,8 +14,12 @@
 
 // ------------------------------------------------------------ the worker
 
+namespace {
+std::atomic<uint64_t> g_stream_ids{0};
+}  // namespace
+
 flagosStream_st::flagosStream_st(int32_t device_index)
-    : device(device_index), worker_([this] { run(); }) {}
+    : device(device_index), trace_id(++g_stream_ids), worker_([this] { run(); }) {}
 
 flagosStream_st::~flagosStream_st() {
   {
@@ -63,6 +68,24 @@ void flagosStream_st::enqueue(Task task, int64_t cost) {
   const bool more = !queue_.empty();  // queued by other threads meanwhile
   lock.unlock();
   if (more) work_cv_.notify_one();
+}
+
+// Note [Traced tasks]
+// While tracing is on, a task is wrapped to stamp the host clock around its
+// run (where it runs: the worker or, inline, the caller), so a record's
+// times are those of the work itself, not of its queueing. The correlation
+// id is taken now, on the queueing thread (the one running the operator).
+void flagosStream_st::enqueue(flagosTraceKind_t kind, const char* name, Task task, int64_t cost) {
+  if (flagos_kit::trace::enabled()) {
+    task = [rec = flagos_kit::trace::begin(kind, device, trace_id, name),
+            inner = std::move(task)]() mutable {
+      rec.start_ns = flagos_kit::trace::monotonicNs();
+      inner();
+      rec.end_ns = flagos_kit::trace::monotonicNs();
+      flagos_kit::trace::finish(rec);
+    };
+  }
+  enqueue(std::move(task), cost);
 }
 
 void flagosStream_st::run() {

@@ -40,6 +40,7 @@ flagosVendorTables makeTables() {
 #endif
   t.compiler = compilerTable();
   t.collectives = nullptr;  // collectives go through the host (gloo)
+  t.trace = traceTable();   // CL event profiling times (trace.cpp)
   return t;
 }
 

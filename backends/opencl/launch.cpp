@@ -165,7 +165,8 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
     const flagosStatus_t status =
         setArguments(*program->device, kernel->kernel, name, args, num_args);
     if (status != FLAGOS_SUCCESS || empty) return status;
-    cl_event first = nullptr;  // Note [Serialized compiles on PoCL]
+    cl_event first = nullptr;                // Note [Serialized compiles on PoCL]
+    flagos_kit::trace::threadName() = name;  // the record's name (trace.cpp copies it at once)
     const cl_int error = stream->enqueue([&](cl_command_queue queue, cl_event* event) {
       const cl_int e = clEnqueueNDRangeKernel(
           queue, kernel->kernel, static_cast<cl_uint>(work_dim), nullptr, global_size,
@@ -174,6 +175,7 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
         first = *event;
       return e;
     });
+    flagos_kit::trace::threadName() = nullptr;  // taken by a traced enqueue, else dropped
     if (error == CL_SUCCESS) {
       if (!known && kernel->launched.size() < flagosProgram_st::Kernel::kLaunchShapes)
         kernel->launched.push_back(shape);

@@ -44,6 +44,7 @@
 #include "flagos_kit/program_binary.h"
 #include "flagos_kit/streams.h"
 #include "flagos_kit/tables.h"
+#include "flagos_kit/trace.h"
 
 namespace flagos_opencl {
 
@@ -231,6 +232,13 @@ State& state();
 // INVALID_ARGUMENT message naming @p call (also before init()).
 Device* findDevice(const char* call, int32_t index) noexcept;
 
+// Tracing (trace.cpp, Note [Traced commands]): keeps @p event (retained) of a
+// command just queued on @p stream while tracing is on.
+void traceCommand(flagosStream_t stream, cl_event event);
+const flagosTraceTable* traceTable();
+// A fresh flagosTraceRecord.stream_id.
+uint64_t nextStreamId();
+
 // A device address resolved to its buffer: see Note [Virtual device
 // addresses] in address_space.h.
 struct DevicePtr {
@@ -315,7 +323,10 @@ struct flagosStream_st {
     std::lock_guard<std::mutex> lock(mu_);
     cl_event event = nullptr;
     const cl_int error = enqueue(queue, &event);
-    if (error == CL_SUCCESS && event != nullptr) replaceLast(event);
+    if (error == CL_SUCCESS && event != nullptr) {
+      if (flagos_kit::trace::enabled()) flagos_opencl::traceCommand(this, event);
+      replaceLast(event);
+    }
     return error;
   }
   // Blocks until the work queued before this call is done.
@@ -327,6 +338,7 @@ struct flagosStream_st {
   uint32_t magic = kMagic;
   flagos_opencl::Device* const device;
   const cl_command_queue queue;
+  const uint64_t trace_id = flagos_opencl::nextStreamId();  // flagosTraceRecord.stream_id
 
  private:
   void replaceLast(cl_event event);  // takes ownership; mu_ held

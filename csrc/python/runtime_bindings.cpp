@@ -19,6 +19,7 @@
 #include "runtime/generator.h"
 #include "runtime/host_allocator.h"
 #include "runtime/lifecycle.h"
+#include "runtime/profiler.h"
 
 namespace py = pybind11;
 
@@ -50,6 +51,8 @@ py::dict backendInfo() {
   info["compiler"] = t.compiler ? py::object(py::str(t.compiler->language)) : py::none();
   info["collectives"] =
       t.collectives ? py::object(py::str(t.collectives->library_name)) : py::none();
+  info["device_activity"] = profilerDeviceActivity();
+  info["kineto_profiler"] = kinetoProfilerBuilt();
   py::list devices;
   for (size_t i = 0; i < b.physical_ids.size(); ++i) {
     flagosDeviceProperties props{};

@@ -38,6 +38,7 @@ struct Plugin {
   flagosKernelTable kernels{};
   flagosCompilerTable compiler{};
   flagosCollectiveTable collectives{};
+  flagosTraceTable trace{};
   flagosProbeInfo probe{};
   CandidateReport report;
 };

@@ -174,6 +174,17 @@ bool checkTables(Plugin& p, std::string& why) {
            why))) {
     return false;
   }
+  // trace (ABI 1.2) reads as NULL from an older plugin: the loader zeroed
+  // what lies past its struct_size.
+  const auto& r = p.trace;
+  if (t.trace != nullptr &&
+      (!copyTable(t.trace, p.trace, FLAGOS_END_OF(flagosTraceTable, drain), "trace", why) ||
+       !requireAll("trace",
+                   {FLAGOS_MEMBER(r, enable), FLAGOS_MEMBER(r, disable),
+                    FLAGOS_MEMBER(r, setCorrelationId), FLAGOS_MEMBER(r, drain)},
+                   why))) {
+    return false;
+  }
   // From here on the core only ever reads the normalized copies.
   p.tables.device = &p.device;
   p.tables.memory = &p.memory;
@@ -181,6 +192,7 @@ bool checkTables(Plugin& p, std::string& why) {
   p.tables.kernels = t.kernels ? &p.kernels : nullptr;
   p.tables.compiler = t.compiler ? &p.compiler : nullptr;
   p.tables.collectives = t.collectives ? &p.collectives : nullptr;
+  p.tables.trace = t.trace ? &p.trace : nullptr;
   return true;
 }
 #undef FLAGOS_MEMBER

@@ -25,6 +25,8 @@
  *       .fp64 and .autocast_dtype (device.h); kernel-table ids are checked
  *       at load (kernel.h); FLAGOS_ERROR_FALLBACK goes straight to the host
  *       tier, as status.h always said.
+ *  1.2  flagosVendorTables.trace, the optional tracing table (trace.h):
+ *       device activity for torch.profiler.
  *
  * Rules for every call in every table:
  *  - returns a flagosStatus_t (status.h) and writes results through
@@ -47,6 +49,7 @@
  *   kernel.h       native kernels by operator semantic ID
  *   compiler.h     optional runtime compiler (generated kernels)
  *   collectives.h  optional collective-communication library
+ *   trace.h        optional device-activity tracing (torch.profiler)
  */
 #ifndef FLAGOS_VENDOR_H_
 #define FLAGOS_VENDOR_H_
@@ -58,6 +61,7 @@
 #include "flagos/memory.h"
 #include "flagos/status.h"
 #include "flagos/stream.h"
+#include "flagos/trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -66,7 +70,7 @@ extern "C" {
 /** ABI major version of these headers. */
 #define FLAGOS_ABI_VERSION_MAJOR 1
 /** ABI minor version of these headers. */
-#define FLAGOS_ABI_VERSION_MINOR 1
+#define FLAGOS_ABI_VERSION_MINOR 2
 
 /** Name of the one symbol a plugin exports (the major is in the name, so a
  * library built for another major is found to lack it). */
@@ -118,6 +122,10 @@ typedef struct flagosVendorTables {
    * also before init() and after a failed probe (the core reads it then). Returns at once;
    * each thread sees only its own message. */
   const char* (*getLastError)(void);
+
+  /** Optional, ABI 1.2 (NULL, or absent from an older plugin's struct_size: torch.profiler
+   * shows no device activity, CPU rows only). Device-activity tracing (trace.h). */
+  const flagosTraceTable* trace;
 } flagosVendorTables;
 
 /** Type of the entry point. The core passes the ABI version it speaks and a

@@ -203,6 +203,8 @@ def backend_info(verbose: bool = True) -> dict[str, Any]:
         "compiler": raw["compiler"],
         "kernel_cache": kernel_cache_stats(),
         "collectives": raw["collectives"] or "host (gloo)",
+        "device_activity": bool(raw.get("device_activity")),
+        "kineto_profiler": bool(raw.get("kineto_profiler")),
         "comm": distributed.comm_info(),
         "discovery": [dict(r) for r in C._discovery_report()],
         "flagos_torchfl_version": __version__,
@@ -237,6 +239,12 @@ def format_backend_info(info: dict[str, Any]) -> str:
         ["compiler", info["compiler"] or "none (no generated kernels)"],
         ["kernel cache", format_kernel_cache(info["kernel_cache"])],
         ["collectives", info["collectives"]],
+        [
+            "profiler",
+            "device activity (torch.profiler, PrivateUse1)"
+            if info.get("device_activity")
+            else "CPU rows only in torch.profiler (no tracing table or Kineto registry)",
+        ],
         ["comm route", f"{info['comm']['route']} ({info['comm']['library']})"],
     ]
     lines = [

@@ -13,7 +13,7 @@ namespace {
 // Sizes of the structs in ABI 1.0. Tables are append-only within a major, so
 // a plugin of any 1.x must have at least these. When a minor appends members,
 // replace sizeof(...) here by offsetof(first member added in 1.1).
-constexpr size_t kVendorTables10 = sizeof(flagosVendorTables);
+constexpr size_t kVendorTables10 = offsetof(flagosVendorTables, trace);  // trace: ABI 1.2
 constexpr size_t kDeviceTable10 = sizeof(flagosDeviceTable);
 constexpr size_t kMemoryTable10 = sizeof(flagosMemoryTable);
 constexpr size_t kStreamTable10 = sizeof(flagosStreamTable);

@@ -2,9 +2,10 @@
 
 The legacy path, torch.autograd.profiler.profile(use_device="flagos"), reaches the
 core's PrivateUse1 ProfilerStubs and reports device time per operator. The Kineto
-path, torch.profiler.profile(activities=[CPU, PrivateUse1]), needs a registered
-IActivityProfiler for device activity, which the core does not have: it reports CPU
-time only (docs/tools.md, "bench"). Both are asserted as they are.
+path, torch.profiler.profile(activities=[CPU, PrivateUse1]), gets device activity
+from the core's IActivityProfiler over the plugin's tracing table (flagos/trace.h;
+tests/python/test_profiler_device.py covers it in depth); `bench --profile` takes it
+where the backend has the table.
 """
 
 from __future__ import annotations
@@ -41,15 +42,15 @@ def test_legacy_profiler_reports_device_time_for_flagos_ops():
     assert "FLAGOS" in table and "aten::mm" in table
 
 
-def test_kineto_profiler_with_privateuse1_reports_cpu_time_only():
+def test_kineto_profiler_with_privateuse1_reports_device_time():
     _matmuls(1)
     activities = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
     with torch.profiler.profile(activities=activities) as prof:
         _matmuls(3)
     mm = _row(prof.key_averages(), "aten::mm")
     assert mm.count == 3 and mm.cpu_time_total > 0
-    # No IActivityProfiler is registered (REGISTER_PRIVATEUSE1_PROFILER): no device time.
-    assert mm.device_time_total == 0
+    # The core's REGISTER_PRIVATEUSE1_PROFILER over the host plugin's tracing table.
+    assert mm.self_device_time_total > 0
 
 
 def test_bench_profile_prints_the_profiler_table_next_to_the_op_table(tmp_path):
@@ -73,11 +74,15 @@ def test_bench_profile_prints_the_profiler_table_next_to_the_op_table(tmp_path):
     # (torch 2.15.0 in the matrix run) stays out of the output.
     assert "gpuGetDeviceCount" not in proc.stderr + proc.stdout
     assert "per operator (one step" in proc.stdout
-    assert "torch profiler (one step, use_device='flagos', by self device time)" in proc.stdout
+    assert (
+        "torch profiler (one step, torch.profiler, CPU + PrivateUse1 activity, "
+        "by self device time)" in proc.stdout
+    )
     assert "Self FLAGOS" in proc.stdout
     data = read_json(report)
     rows = {r["op"]: r for r in data["profile"]["rows"]}
     assert rows["aten::addmm"]["calls"] == 2 and rows["aten::addmm"]["device_total_us"] > 0
     assert data["profile"]["sort"] == "device"
+    assert data["profile"]["via"] == "torch.profiler, CPU + PrivateUse1 activity"
     selfs = [r["self_device_us"] for r in data["profile"]["rows"]]
     assert selfs == sorted(selfs, reverse=True)

@@ -44,7 +44,8 @@ flagosStatus_t submit(flagosStream_t stream, std::function<void()> work, int64_t
   const int64_t bytes = t_bytes;
   t_bytes = 0;
   if (!validStream("kernel", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-  stream->enqueue(std::move(work), cost >= 0 ? cost : bytes);
+  stream->enqueue(FLAGOS_TRACE_KERNEL, flagos_kit::trace::takeName("kernel"), std::move(work),
+                  cost >= 0 ? cost : bytes);
   return FLAGOS_SUCCESS;
 }
 

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <vector>
 
+#include "flagos_kit/trace.h"
 #include "kernels.h"
 
 namespace {
@@ -12,8 +13,10 @@ std::vector<flagosKernelEntry>& entries() {
   return e;
 }
 
+// Each entry names its launches in trace records (Note [Named kernel
+// entries], kit/flagos_kit/trace.h).
 void add(const char* id, flagosKernelFn fn) {
-  entries().push_back({id, fn});
+  entries().push_back({id, flagos_kit::namedKernel(id, fn)});
 }
 
 }  // namespace

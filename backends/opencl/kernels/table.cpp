@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "blas.h"
+#include "flagos_kit/trace.h"
 
 namespace flagos_opencl {
 namespace {
@@ -13,8 +14,10 @@ std::vector<flagosKernelEntry>& rows() {
   return r;
 }
 
+// Each entry names its launches in trace records (Note [Named kernel
+// entries], kit/flagos_kit/trace.h).
 void add(const char* id, flagosKernelFn fn) {
-  rows().push_back({id, fn});
+  rows().push_back({id, flagos_kit::namedKernel(id, fn)});
 }
 
 }  // namespace

@@ -11,13 +11,15 @@ that step; an operator the core never saw by that name (a composite such as
 aten::t, which ran as other operators) shows the predicted tier marked '*'.
 
 profile=True (--profile) runs one more step under PyTorch's profiler with
-device timing, torch.autograd.profiler.profile(use_device="flagos"): the
-core's ProfilerStubs (csrc/runtime/profiler.cpp) record a vendor event on
-the current stream around every operator, so key_averages() has device
-("FLAGOS") time next to CPU time. torch.profiler.profile(activities=[...,
-ProfilerActivity.PrivateUse1]) goes through Kineto instead, which reads
-device activity only from a registered IActivityProfiler; the core has none,
-so there it shows CPU time only (docs/tools.md, "bench").
+device time per operator ("FLAGOS" columns of key_averages()). Where the
+core has its Kineto child profiler and the plugin a tracing table
+(backend_info()["device_activity"]), that is torch.profiler.profile(
+activities=[CPU, PrivateUse1]): the plugin's own records of each kernel,
+copy and fill, linked to the operator that launched them
+(csrc/runtime/profiler.cpp, flagos/trace.h). Otherwise it falls back to the
+legacy torch.autograd.profiler.profile(use_device="flagos"), whose
+ProfilerStubs time every operator with a pair of vendor events on the
+current stream (docs/tools.md, "bench").
 """
 
 from __future__ import annotations
@@ -118,14 +120,23 @@ _PROFILE_SORT = {"device": "self_device_time_total", "cpu": "self_cpu_time_total
 
 
 def _profile(step, sort: str, top: int) -> dict[str, Any]:
-    """One step under torch.autograd.profiler with flagos device timing."""
+    """One step under torch's profiler with flagos device time per operator."""
     import torch
+    from torch.profiler import ProfilerActivity
 
+    from .. import backend as _backend
     from .. import config
 
     config.quiet_kineto()  # Kineto's gpuGetDeviceCount ERROR: noise here
-    with torch.autograd.profiler.profile(use_device=DEVICE) as prof:
-        step()
+    if _backend.backend_info(verbose=False).get("device_activity"):
+        via = "torch.profiler, CPU + PrivateUse1 activity"
+        activities = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+        with torch.profiler.profile(activities=activities) as prof:
+            step()
+    else:  # no tracing table (or a torch without the registry): the legacy stubs
+        via = f"use_device='{DEVICE}'"
+        with torch.autograd.profiler.profile(use_device=DEVICE) as prof:
+            step()
     averages = prof.key_averages()
     rows = [
         {
@@ -141,7 +152,7 @@ def _profile(step, sort: str, top: int) -> dict[str, Any]:
     key = "self_device_us" if sort == "device" else "self_cpu_us"
     rows.sort(key=lambda r: -r[key])
     table = averages.table(sort_by=_PROFILE_SORT[sort], row_limit=top)
-    return {"sort": sort, "rows": rows, "table": table}
+    return {"sort": sort, "rows": rows, "table": table, "via": via}
 
 
 def bench(
@@ -277,7 +288,8 @@ def format_result(r: dict[str, Any], top: int = 25) -> str:
     if r.get("profile"):
         lines += [
             "",
-            f"torch profiler (one step, use_device='flagos', by self {r['profile']['sort']} time):",
+            f"torch profiler (one step, {r['profile'].get('via', 'use_device=flagos')}, "
+            f"by self {r['profile']['sort']} time):",
             r["profile"]["table"].rstrip(),
         ]
     return "\n".join(lines)
