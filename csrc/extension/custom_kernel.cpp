@@ -19,6 +19,8 @@ std::atomic<uint64_t> g_launches{0};
 // First word of every custom kernel's key; generated keys start with
 // kGeneratorVersion (> 0).
 constexpr int64_t kCustomTag = -1;
+// First word of a fused kernel's key (Note [Fused kernels]).
+constexpr int64_t kFusedTag = -2;
 
 // @p text as key words: its length, then 8 bytes per word.
 void appendText(std::vector<int64_t>* words, const std::string& text) {
@@ -64,31 +66,48 @@ const std::string& preludeFor(const std::string& lang) {
   return none;
 }
 
-const kernels::CompiledKernel* build(c10::DeviceIndex device, const std::string& name,
-                                     const std::string& source, const std::string& options) {
+namespace {
+
+// The program @p text (complete), keyed by @p tag, the plugin, @p name,
+// @p options and the text; @p what names it in errors.
+const kernels::CompiledKernel* buildText(c10::DeviceIndex device, int64_t tag,
+                                         const std::string& name, const std::string& text,
+                                         const std::string& options, const std::string& what) {
   const std::string lang = language();
   if (lang.empty()) {
-    throw std::runtime_error("custom kernels need a compiler: backend '" +
+    throw std::runtime_error(what + "s need a compiler: backend '" +
                              (isInitialized() ? backend().name : std::string("(none)")) +
                              "' has no compiler table (include/flagos/compiler.h)");
   }
-  if (name.empty()) throw std::invalid_argument("a custom kernel needs an entry point name");
+  if (name.empty()) throw std::invalid_argument("a " + what + " needs an entry point name");
   const Backend& b = backend();
   kernels::KernelKey key;
-  key.words = {kCustomTag};
+  key.words = {tag};
   appendText(&key.words, b.name);
   appendText(&key.words, b.tables.version != nullptr ? b.tables.version : "");
   appendText(&key.words, name);
   appendText(&key.words, options);
-  const std::string text = preludeFor(lang) + source;
   appendText(&key.words, text);
   semantic::DeviceGenerator& d = semantic::Generators::get().device(device);
   try {
     return d.cache->getOrBuild(key, [&] { return kernels::Source{text, name, options}; });
   } catch (const kernels::BuildError& e) {
-    throw std::runtime_error("custom kernel '" + name + "' failed to compile (" + lang + ", " +
-                             b.name + "):\n" + e.what());
+    throw std::runtime_error(what + " '" + name + "' failed to compile (" + lang + ", " + b.name +
+                             "):\n" + e.what());
   }
+}
+
+}  // namespace
+
+const kernels::CompiledKernel* build(c10::DeviceIndex device, const std::string& name,
+                                     const std::string& source, const std::string& options) {
+  return buildText(device, kCustomTag, name, preludeFor(language()) + source, options,
+                   "custom kernel");
+}
+
+const kernels::CompiledKernel* buildFused(c10::DeviceIndex device, const kernels::Source& source) {
+  return buildText(device, kFusedTag, source.kernel_name, source.text, source.options,
+                   "fused kernel");
 }
 
 void launch(const kernels::CompiledKernel& kernel, c10::DeviceIndex device,

@@ -42,6 +42,10 @@ const std::string& preludeFor(const std::string& language);
 const kernels::CompiledKernel* build(c10::DeviceIndex device, const std::string& name,
                                      const std::string& source, const std::string& options);
 
+// A fused kernel's whole program (Note [Fused kernels], kernels/fused.h),
+// compiled or found in the cache like a custom kernel, under its own key tag.
+const kernels::CompiledKernel* buildFused(c10::DeviceIndex device, const kernels::Source& source);
+
 // One launch argument: a device address or bytes by value.
 struct Arg {
   const void* address = nullptr;  // FLAGOS_ARG_DEVICE_PTR when bytes is empty

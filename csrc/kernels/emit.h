@@ -20,6 +20,13 @@ struct Param {
   bool read_only = false;   // Pointer: an input
 };
 
+// How a fused kernel maps work items (Note [Fused kernels], fused.h).
+enum class FusedMode {
+  Pointwise,       // one work item per element
+  ItemReduction,   // one work item per output row; the reduction is a serial loop
+  GroupReduction,  // one work-group per output row, combined in local memory
+};
+
 class Dialect {
  public:
   virtual ~Dialect() = default;
@@ -59,6 +66,18 @@ class Dialect {
   // A program that builds only where the device compiles double-precision
   // code (the generated tier's fp64 probe); "" where double always builds.
   virtual std::string fp64Probe() const { return ""; }
+
+  // Fused kernels (fused.h). Whether FusedMode::GroupReduction exists here.
+  virtual bool workGroups() const { return false; }
+  // File-scope text before a fused kernel: the prelude, the neutral body's
+  // types and macros for @p mode (Note [Fused kernel bodies]).
+  virtual std::string fusedPrelude(FusedMode mode, int group, bool fp64) const = 0;
+  // The signature and preamble: parameters by name, `xindex` (int64) in
+  // scope and below the parameter `xnumel`. fusedClose() ends it.
+  virtual std::string fusedOpen(const std::string& name, const std::vector<Param>& params,
+                                FusedMode mode, int group) const = 0;
+  virtual std::string fusedClose(const std::string& name,
+                                 const std::vector<Param>& params) const = 0;
 };
 
 std::unique_ptr<Dialect> makeCDialect();
@@ -70,6 +89,16 @@ const Dialect* dialectFor(const std::string& language);
 // Helpers shared by the dialects' preludes: integer and NaN-propagating
 // float helpers, written once over the macros FLAGOS_I64/FLAGOS_U64/FLAGOS_FN.
 std::string commonHelpers(bool fp64);
+// The fused kernels' helpers every dialect shares (fused.cpp): the welford
+// and argmax/argmin steps, written once over FLAGOS_FN / FLAGOS_I64.
+std::string fusedHelpers(bool fp64);
+// The reduction macros of a kernel without work-groups: FLAGOS_RLOOP walks
+// the whole row, the group combines are identities (Note [Fused kernel bodies]).
+std::string fusedSerialMacros();
+// @p text with the word T replaced by @p type and an S that ends a
+// lower-case word by @p suffix: helpers written once per float type.
+std::string instantiate(const std::string& text, const std::string& type,
+                        const std::string& suffix);
 
 // Index / shape kernels (index.cpp): file-scope lines (pragmas) and body.
 std::string indexPrelude(const Recipe& recipe, const Signature& sig, const Dialect& dl);

@@ -66,6 +66,20 @@ FLAGOS_FN uint16_t flagos_f2bf(float f) {
   return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16); }
 )";
 
+// Note [Fused kernel bodies]: the neutral names in C.
+const char* kFusedTypes = R"(#include <stdbool.h>
+typedef int8_t flagos_i8;
+typedef uint8_t flagos_u8;
+typedef int16_t flagos_i16;
+typedef int32_t flagos_i32;
+typedef int64_t flagos_i64;
+#define FLAGOS_LD_F16(p, i) flagos_h2f((p)[i])
+#define FLAGOS_ST_F16(p, i, v) ((p)[i] = flagos_f2h((float)(v)))
+#define FLAGOS_LD_BF16(p, i) flagos_bf2f((p)[i])
+#define FLAGOS_ST_BF16(p, i, v) ((p)[i] = flagos_f2bf((float)(v)))
+#define flagos_rsqrt(x) (1 / sqrt(x))
+)";
+
 class CDialect : public Dialect {
  public:
   std::string int64Type() const override { return "int64_t"; }
@@ -89,6 +103,35 @@ class CDialect : public Dialect {
     return ptr + "[" + i + "] = (" + storageType(d) + ")(" + v + ");";
   }
   std::string open(const std::string& name, const std::vector<Param>& params) const override {
+    return header(name, params) + "  for (uint64_t item = begin; item < end; ++item) {\n" +
+           "  const int64_t gid = (int64_t)item;\n  if (gid >= meta.work) continue;\n";
+  }
+  const char* skip() const override { return "continue"; }
+  // Serial: torch CPU's order, so duplicate indices give torch's result.
+  bool parallelScatters() const override { return false; }
+  // The host plugin's cc runs -O2, whose cost model does not vectorize
+  // loops that need alias checks; specialized kernels are worth -O3.
+  std::string buildOptions(bool specialized) const override { return specialized ? "-O3" : ""; }
+  std::string close(const std::string& name, const std::vector<Param>& params) const override {
+    return "  }\n}\nconst int " + name + "_num_args = " + std::to_string(params.size()) + ";\n";
+  }
+
+  std::string fusedPrelude(FusedMode, int, bool) const override {
+    return prelude(true) + kFusedTypes + fusedHelpers(true) + fusedSerialMacros();
+  }
+  std::string fusedOpen(const std::string& name, const std::vector<Param>& params, FusedMode,
+                        int) const override {
+    return header(name, params) +
+           "  for (uint64_t flagos_item = begin; flagos_item < end; ++flagos_item) {\n"
+           "  const int64_t xindex = (int64_t)flagos_item;\n  if (xindex >= xnumel) continue;\n";
+  }
+  std::string fusedClose(const std::string& name, const std::vector<Param>& params) const override {
+    return close(name, params);
+  }
+
+ private:
+  // The entry point, and each parameter read from args[k].
+  static std::string header(const std::string& name, const std::vector<Param>& params) {
     std::string s = "void " + name + "(void* const* args, uint64_t begin, uint64_t end) {\n";
     for (size_t k = 0; k < params.size(); ++k) {
       const Param& p = params[k];
@@ -103,17 +146,7 @@ class CDialect : public Dialect {
              ");\n";
       }
     }
-    return s + "  for (uint64_t item = begin; item < end; ++item) {\n" +
-           "  const int64_t gid = (int64_t)item;\n  if (gid >= meta.work) continue;\n";
-  }
-  const char* skip() const override { return "continue"; }
-  // Serial: torch CPU's order, so duplicate indices give torch's result.
-  bool parallelScatters() const override { return false; }
-  // The host plugin's cc runs -O2, whose cost model does not vectorize
-  // loops that need alias checks; specialized kernels are worth -O3.
-  std::string buildOptions(bool specialized) const override { return specialized ? "-O3" : ""; }
-  std::string close(const std::string& name, const std::vector<Param>& params) const override {
-    return "  }\n}\nconst int " + name + "_num_args = " + std::to_string(params.size()) + ";\n";
+    return s;
   }
 };
 

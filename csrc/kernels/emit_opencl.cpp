@@ -2,6 +2,8 @@
 // (base, byte offset) pairs (backends/opencl/launch.cpp, Note [Device
 // pointer arguments]); the plugin may round the global size up, so every
 // kernel compares its id with meta.work.
+#include <utility>
+
 #include "kernels/emit.h"
 
 namespace flagos::kernels {
@@ -38,6 +40,32 @@ ushort flagos_f2bf(float f) {
   return (ushort)((x + 0x7fff + ((x >> 16) & 1)) >> 16); }
 )";
 
+// Note [Fused kernel bodies]: the neutral names in OpenCL C.
+const char* kFusedTypes = R"(typedef char flagos_i8;
+typedef uchar flagos_u8;
+typedef short flagos_i16;
+typedef int flagos_i32;
+typedef long flagos_i64;
+#define FLAGOS_LD_F16(p, i) vload_half((i), (p))
+#define FLAGOS_ST_F16(p, i, v) vstore_half_rte((float)(v), (i), (p))
+#define FLAGOS_LD_BF16(p, i) flagos_bf2f((p)[i])
+#define FLAGOS_ST_BF16(p, i, v) ((p)[i] = flagos_f2bf((float)(v)))
+#define flagos_rsqrt rsqrt
+)";
+
+// GroupReduction: the items of a group stride over the row, then combine.
+const char* kGroupMacros =
+    R"(#define FLAGOS_RLOOP(r, n) for (long r = flagos_lid; r < (n); r += FLAGOS_GROUP)
+#define FLAGOS_GROUP_LEADER (flagos_lid == 0)
+#define FLAGOS_GROUP_SUM(S, v) flagos_group_sum##S((v), flagos_scratch_##S)
+#define FLAGOS_GROUP_PROD(S, v) flagos_group_prod##S((v), flagos_scratch_##S)
+#define FLAGOS_GROUP_MAX(S, v) flagos_group_max##S((v), flagos_scratch_##S)
+#define FLAGOS_GROUP_MIN(S, v) flagos_group_min##S((v), flagos_scratch_##S)
+#define FLAGOS_GROUP_WELFORD(S, mean, m2, w) flagos_group_welford##S(&(mean), &(m2), &(w), flagos_scratch_##S)
+#define FLAGOS_GROUP_ARGMAX(S, v, i) flagos_group_argmax##S(&(v), &(i), flagos_scratch_##S, flagos_scratch_i + 2 * FLAGOS_GROUP)
+#define FLAGOS_GROUP_ARGMIN(S, v, i) flagos_group_argmin##S(&(v), &(i), flagos_scratch_##S, flagos_scratch_i + 2 * FLAGOS_GROUP)
+)";
+
 class OpenCLDialect : public Dialect {
  public:
   std::string int64Type() const override { return "long"; }
@@ -59,21 +87,7 @@ class OpenCLDialect : public Dialect {
     return ptr + "[" + i + "] = (" + storageType(d) + ")(" + v + ");";
   }
   std::string open(const std::string& name, const std::vector<Param>& params) const override {
-    std::string sig, setup;
-    for (const Param& p : params) {
-      if (!sig.empty()) sig += ", ";
-      if (p.kind == Param::Pointer) {
-        std::string t =
-            std::string("__global ") + (p.read_only ? "const " : "") + storageType(p.dtype) + "*";
-        sig += t + " " + p.name + "_base, ulong " + p.name + "_offset";
-        setup += "  " + t + " " + p.name + " = (" + t + ")((__global " +
-                 (p.read_only ? "const " : "") + "char*)" + p.name + "_base + " + p.name +
-                 "_offset);\n";
-      } else {
-        sig += (p.kind == Param::Meta ? std::string("flagos_meta") : p.scalar_type) + " " + p.name;
-      }
-    }
-    return "__kernel void " + name + "(" + sig + ") {\n" + setup +
+    return header(name, params) +
            "  const long gid = (long)get_global_id(0);\n  if (gid >= meta.work) return;\n";
   }
   const char* skip() const override { return "return"; }
@@ -112,6 +126,116 @@ class OpenCLDialect : public Dialect {
            "__kernel void flagos_fp64_probe(__global double* p, ulong off) { p[0] = 1.0; }\n";
   }
   std::string close(const std::string&, const std::vector<Param>&) const override { return "}\n"; }
+
+  bool workGroups() const override { return true; }
+  std::string fusedPrelude(FusedMode mode, int group, bool fp64) const override {
+    std::string s = prelude(fp64) + (fp64 ? "#define FLAGOS_FUSED_FP64\n" : "") + kFusedTypes +
+                    fusedHelpers(fp64);
+    if (mode != FusedMode::GroupReduction) return s + fusedSerialMacros();
+    s += "#define FLAGOS_GROUP " + std::to_string(group) + "\n" + kGroupMacros;
+    s += groupHelpers("float", "f", "flagos_maxf", "flagos_minf") +
+         groupHelpers("long", "i", "flagos_imax", "flagos_imin");
+    if (fp64) s += groupHelpers("double", "d", "flagos_maxd", "flagos_mind");
+    return s;
+  }
+  std::string fusedOpen(const std::string& name, const std::vector<Param>& params, FusedMode mode,
+                        int group) const override {
+    if (mode != FusedMode::GroupReduction)
+      return header(name, params) +
+             "  const long xindex = (long)get_global_id(0);\n  if (xindex >= xnumel) return;\n";
+    // Local arrays live at kernel scope (OpenCL C 1.2, 6.5.2); the helpers
+    // borrow them. Note [No return before a barrier]: the launch has exactly
+    // xnumel groups, so there is no bounds check: PoCL 3.1's default
+    // work-group method ("loopvec") treats every barrier after a `return`
+    // as conditional and then gave some work-items another copy of the
+    // local arrays (wrong rows in ~50% of launches of a softmax kernel;
+    // pocl/pocl#2239, JuliaGPU/OpenCL.jl#460). tests/python/test_compile_kernels.py
+    // launches one 300 times.
+    std::string s = header(name, params) +
+                    "  __local float flagos_scratch_f[3 * FLAGOS_GROUP];\n"
+                    "  __local long flagos_scratch_i[3 * FLAGOS_GROUP];\n";
+    s += "#ifdef FLAGOS_FUSED_FP64\n  __local double flagos_scratch_d[3 * FLAGOS_GROUP];\n#endif\n";
+    return s +
+           "  const long xindex = (long)get_group_id(0);\n"
+           "  const long flagos_lid = (long)get_local_id(0);\n";
+  }
+  std::string fusedClose(const std::string&, const std::vector<Param>&) const override {
+    return "}\n";
+  }
+
+ private:
+  // The signature, and each pointer rebuilt from its (buffer, offset) pair.
+  static std::string header(const std::string& name, const std::vector<Param>& params) {
+    std::string sig, setup;
+    for (const Param& p : params) {
+      if (!sig.empty()) sig += ", ";
+      if (p.kind == Param::Pointer) {
+        std::string t =
+            std::string("__global ") + (p.read_only ? "const " : "") + storageType(p.dtype) + "*";
+        sig += t + " " + p.name + "_base, ulong " + p.name + "_offset";
+        setup += "  " + t + " " + p.name + " = (" + t + ")((__global " +
+                 (p.read_only ? "const " : "") + "char*)" + p.name + "_base + " + p.name +
+                 "_offset);\n";
+      } else {
+        sig += (p.kind == Param::Meta ? std::string("flagos_meta") : p.scalar_type) + " " + p.name;
+      }
+    }
+    return "__kernel void " + name + "(" + sig + ") {\n" + setup;
+  }
+
+  // A tree over the group's FLAGOS_GROUP items in local memory; every item
+  // of the group calls it (it has barriers) and gets the result.
+  static std::string groupHelpers(const std::string& t, const std::string& sfx,
+                                  const std::string& max, const std::string& min) {
+    std::string s;
+    const std::pair<const char*, std::string> ops[] = {
+        {"sum", "a + b"}, {"prod", "a * b"}, {"max", max + "(a, b)"}, {"min", min + "(a, b)"}};
+    for (const auto& [op, combine] : ops) {
+      s += t + " flagos_group_" + op + sfx + "(" + t + " v, __local " + t +
+           "* s) {\n"
+           "  const uint l = get_local_id(0);\n"
+           "  s[l] = v; barrier(CLK_LOCAL_MEM_FENCE);\n"
+           "  for (uint h = FLAGOS_GROUP / 2; h > 0; h >>= 1) {\n"
+           "    if (l < h) { const " +
+           t + " a = s[l], b = s[l + h]; s[l] = " + combine +
+           "; }\n"
+           "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+           "  }\n"
+           "  v = s[0]; barrier(CLK_LOCAL_MEM_FENCE); return v; }\n";
+    }
+    for (const char* arg : {"argmax", "argmin"}) {
+      s += std::string("void flagos_group_") + arg + sfx + "(" + t + "* v, long* i, __local " + t +
+           "* s, __local long* si) {\n"
+           "  const uint l = get_local_id(0);\n"
+           "  s[l] = *v; si[l] = *i; barrier(CLK_LOCAL_MEM_FENCE);\n"
+           "  for (uint h = FLAGOS_GROUP / 2; h > 0; h >>= 1) {\n"
+           "    if (l < h && flagos_" +
+           arg + "_better" + sfx +
+           "(s[l], si[l], s[l + h], si[l + h])) { s[l] = s[l + h]; si[l] = si[l + h]; }\n"
+           "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+           "  }\n"
+           "  *v = s[0]; *i = si[0]; barrier(CLK_LOCAL_MEM_FENCE); }\n";
+    }
+    if (sfx != "i") {
+      s += "void flagos_group_welford" + sfx + "(" + t + "* mean, " + t + "* m2, " + t +
+           "* w, __local " + t +
+           "* s) {\n"
+           "  const uint l = get_local_id(0), G = FLAGOS_GROUP;\n"
+           "  s[l] = *mean; s[G + l] = *m2; s[2 * G + l] = *w; barrier(CLK_LOCAL_MEM_FENCE);\n"
+           "  for (uint h = G / 2; h > 0; h >>= 1) {\n"
+           "    if (l < h) {\n"
+           "      " +
+           t + " m = s[l], q = s[G + l], n = s[2 * G + l];\n" + "      flagos_welford_combine" +
+           sfx +
+           "(&m, &q, &n, s[l + h], s[G + l + h], s[2 * G + l + h]);\n"
+           "      s[l] = m; s[G + l] = q; s[2 * G + l] = n;\n"
+           "    }\n"
+           "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+           "  }\n"
+           "  *mean = s[0]; *m2 = s[G]; *w = s[2 * G]; barrier(CLK_LOCAL_MEM_FENCE); }\n";
+    }
+    return s;
+  }
 };
 
 }  // namespace

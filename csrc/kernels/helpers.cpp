@@ -5,6 +5,27 @@
 
 namespace flagos::kernels {
 
+std::string instantiate(const std::string& text, const std::string& type,
+                        const std::string& suffix) {
+  std::string s;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool edge_before = i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1]));
+    const bool edge_after =
+        i + 1 == text.size() || !std::isalnum(static_cast<unsigned char>(text[i + 1]));
+    if (c == 'T' && edge_before && edge_after) {
+      s += type;
+    } else if (c == 'S' && edge_after && i >= 1 &&
+               (std::islower(static_cast<unsigned char>(text[i - 1])) ||
+                std::isdigit(static_cast<unsigned char>(text[i - 1])))) {
+      s += suffix;
+    } else {
+      s += c;
+    }
+  }
+  return s;
+}
+
 std::string commonHelpers(bool fp64) {
   std::string out =
       "FLAGOS_FN FLAGOS_I64 flagos_imax(FLAGOS_I64 a, FLAGOS_I64 b) { return a > b ? a : b; }\n"
@@ -88,26 +109,7 @@ std::string commonHelpers(bool fp64) {
       "    term *= (T)(2 * k - 1) * (T)(2 * k - 1) * inv / (T)k; sum += term; }\n"
       "  T root = exp(x / (T)2);\n"
       "  return root * (root / sqrt((T)6.283185307179586 * x)) * sum; }\n";
-  auto instantiate = [&](const std::string& t, const std::string& suffix) {
-    std::string s;
-    for (size_t i = 0; i < per_type.size(); ++i) {
-      char c = per_type[i];
-      bool word_edge_before = i == 0 || !std::isalnum(static_cast<unsigned char>(per_type[i - 1]));
-      bool word_edge_after =
-          i + 1 == per_type.size() || !std::isalnum(static_cast<unsigned char>(per_type[i + 1]));
-      if (c == 'T' && word_edge_before && word_edge_after) {
-        s += t;
-      } else if (c == 'S' && word_edge_after && i >= 1 &&
-                 (std::islower(static_cast<unsigned char>(per_type[i - 1])) ||
-                  std::isdigit(static_cast<unsigned char>(per_type[i - 1])))) {
-        s += suffix;
-      } else {
-        s += c;
-      }
-    }
-    return s;
-  };
-  out += instantiate("float", "f");
+  out += instantiate(per_type, "float", "f");
   // Note [Fast paths of the generator's math] (lower.cpp): float erf.
   out +=
       "FLAGOS_FN float flagos_erf32(float x) {\n"
@@ -115,7 +117,7 @@ std::string commonHelpers(bool fp64) {
       "  const float r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t\n"
       "                   - 0.284496736f) * t + 0.254829592f;\n"
       "  return copysign(1.0f - r * t * exp(-ax * ax), x); }\n";
-  if (fp64) out += instantiate("double", "d");
+  if (fp64) out += instantiate(per_type, "double", "d");
   return out;
 }
 

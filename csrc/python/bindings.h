@@ -10,4 +10,5 @@ void bindComm(pybind11::module_& m);      // comm/bindings.cpp
 // extension/bindings.cpp; with the catalog only (it shares the generated
 // tier's kernel cache).
 void bindExtension(pybind11::module_& m);
+void bindFused(pybind11::module_& m);  // extension/fused_bindings.cpp, the same
 }  // namespace flagos::python

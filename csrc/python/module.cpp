@@ -9,5 +9,6 @@ PYBIND11_MODULE(_C, m) {
   flagos::python::bindComm(m);
 #ifdef FLAGOS_ENABLE_CATALOG
   flagos::python::bindExtension(m);
+  flagos::python::bindFused(m);
 #endif
 }

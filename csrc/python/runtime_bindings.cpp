@@ -65,6 +65,8 @@ py::dict backendInfo() {
     d["arch"] = std::string(props.arch, strnlen(props.arch, sizeof(props.arch)));
     d["total_memory"] = props.total_memory;
     d["compute_units"] = props.compute_units;
+    d["max_work_group_size"] = props.max_work_group_size;
+    d["preferred_work_group_size"] = props.preferred_work_group_size;
     // ABI 1.1 members; a 1.0 plugin leaves them 0 ("unknown").
     d["fp64"] = props.fp64 == FLAGOS_FP64_NATIVE ? py::object(py::bool_(true))
                 : props.fp64 == FLAGOS_FP64_NONE ? py::object(py::bool_(false))

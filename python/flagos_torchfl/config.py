@@ -202,6 +202,16 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "CPU device.",
     ),
     EnvVar(
+        "FLAGOS_COMPILE",
+        "on",
+        "python",
+        "`off` (also `0`/`false`/`no`): `torch.compile` does not get the flagos inductor "
+        "backend (fused kernels through the plugin's compiler); inductor then cannot target "
+        "the device, and under the cuda alias `torch.compile` runs with `aot_eager` (graphs "
+        "captured, eager kernels) with a warning. For debugging a compiled model against its "
+        "eager kernels. Plugins without a compiler always get the `aot_eager` substitution.",
+    ),
+    EnvVar(
         "FLAGOS_CACHE_DIR",
         "",
         "core",
@@ -385,6 +395,11 @@ def visible_devices() -> str:
 def backend_lenient() -> bool:
     """FLAGOS_BACKEND_LENIENT as a flag: 1/true/yes/on."""
     return _get("FLAGOS_BACKEND_LENIENT").lower() in ("1", "true", "yes", "on")
+
+
+def compile_enabled() -> bool:
+    """FLAGOS_COMPILE is not off/0/false/no: torch.compile may use the flagos inductor backend."""
+    return _get("FLAGOS_COMPILE").lower() not in ("off", "0", "false", "no")
 
 
 def log_fallback() -> bool:

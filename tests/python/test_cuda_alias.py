@@ -20,6 +20,7 @@ import zipfile
 
 import pytest
 import torch
+from conftest import check_ok
 from flagos_torchfl import cuda_alias
 from flagos_torchfl.cuda_alias import _factories, _names, _torch_cuda
 
@@ -677,10 +678,9 @@ def test_data_parallel_over_several_devices_is_a_clear_error():
 # ------------------------------------------------------------------ torch.compile
 
 
-def test_torch_compile_runs_without_inductor_support(monkeypatch):
-    from flagos_torchfl.cuda_alias import _compile
+def test_torch_compile_uses_inductor_on_flagos():
+    from flagos_torchfl.inductor import runtime
 
-    monkeypatch.setattr(_compile, "_warned", False)
     torch._dynamo.reset()
 
     def f(x):
@@ -689,11 +689,37 @@ def test_torch_compile_runs_without_inductor_support(monkeypatch):
     x = torch.tensor([-1.0, 0.5, 2.0], device="cuda")
     counters = torch._dynamo.utils.counters
     counters.clear()
-    with pytest.warns(UserWarning, match="inductor has no code generator for the flagos device"):
+    before = runtime.launches()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no aot_eager substitution, nothing to warn about
         out = torch.compile(f)(x)
     assert on_flagos(out) and out.tolist() == [1.0, 1.5, 3.0]
+    assert runtime.launches() == before + 1  # relu, ones and add: one fused kernel
     assert not counters["graph_break"]  # the torch.ones wrapper stays in the graph
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # an explicit backend is left alone, and warns nothing
-        assert torch.compile(f, backend="eager")(x).tolist() == [1.0, 1.5, 3.0]
+    assert torch.compile(f, backend="eager")(x).tolist() == [1.0, 1.5, 3.0]
     torch._dynamo.reset()
+
+
+def test_torch_compile_off_runs_aot_eager_with_a_warning(run_python):
+    out = check_ok(
+        run_python(
+            """
+            import warnings, torch, flagos_torchfl as ft
+            ft.initialize()
+            def f(x):
+                return torch.relu(x) + torch.ones(3, device="cuda")
+            x = torch.tensor([-1.0, 0.5, 2.0], device="cuda")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = torch.compile(f)(x)
+            from torch._inductor.codegen import common
+            print(out.device.type, out.tolist(), common.get_scheduling_for_device("flagos"))
+            print([str(w.message) for w in caught if "aot_eager" in str(w.message)])
+            """,
+            FLAGOS_BACKEND="host",
+            FLAGOS_COMPILE="off",
+        )
+    )
+    first, second = out.splitlines()[-2:]
+    assert first == "flagos [1.0, 1.5, 3.0] None"
+    assert "FLAGOS_COMPILE=off" in second and "backend='aot_eager'" in second

@@ -1,17 +1,16 @@
-"""torch.compile under the alias: inductor's default, when inductor cannot target flagos.
+"""torch.compile under the alias: inductor where it can target flagos, else aot_eager.
 
-Dynamo traces flagos tensors fine (backends "eager" and "aot_eager" work);
-the factory wrappers are declared to it with torch.compiler.allow_in_graph
-(once, at the first torch.compile), so that a torch.zeros(..., device="cuda")
-inside compiled code stays in the graph instead of breaking it. But
-inductor, torch.compile's default backend, has no code generator for
-the flagos device and fails deep inside with "KeyError: 'flagos'". A CUDA
-script that calls torch.compile(model) would stop there. While inductor
-has no flagos support, torch.compile without backend= (or with "inductor")
-runs with "aot_eager" instead: the same graphs and autograd, eager kernels,
-correct results, no fusion. It warns once and says how to choose. An
-explicit other backend is left alone, and once inductor learns the flagos
-device (register_backend_for_device) nothing is changed any more.
+Dynamo traces flagos tensors fine; the factory wrappers are declared to it
+with torch.compiler.allow_in_graph (once, at the first torch.compile), so
+that a torch.zeros(..., device="cuda") inside compiled code stays in the
+graph instead of breaking it. Inductor, torch.compile's default backend,
+targets flagos through flagos_torchfl.inductor (fused kernels through the
+plugin's compiler slot) when the plugin has a compiler and FLAGOS_COMPILE is
+not off. Otherwise inductor has no code generator for the device and would
+fail deep inside with "KeyError: 'flagos'", so a CUDA script that calls
+torch.compile(model) runs with "aot_eager" instead: the same graphs and
+autograd, eager kernels, correct results, no fusion. It warns once and says
+why and how to choose. An explicit other backend is left alone.
 """
 
 from __future__ import annotations
@@ -38,9 +37,19 @@ def _allow_wrappers_in_graph() -> None:
 
 
 def inductor_supports_flagos() -> bool:
-    from torch._inductor.codegen import common
+    # Registers the flagos inductor backend (lazily: inductor is not yet
+    # imported) where the plugin has a compiler and FLAGOS_COMPILE is on.
+    from ..inductor import register
 
-    return common.get_scheduling_for_device("flagos") is not None
+    return register()
+
+
+def _why_not() -> str:
+    from .. import config
+
+    if not config.compile_enabled():
+        return "FLAGOS_COMPILE=off"
+    return "the backend's plugin has no compiler"
 
 
 def _make_compile(original):
@@ -52,7 +61,7 @@ def _make_compile(original):
             if not _warned:
                 _warned = True
                 warnings.warn(
-                    "torch.compile: inductor has no code generator for the flagos device yet, so "
+                    f"torch.compile: inductor cannot target the flagos device ({_why_not()}), so "
                     f"under the flagos cuda alias torch.compile runs with backend='{FALLBACK}' "
                     "(graphs captured, eager kernels, correct results, no fusion"
                     + (

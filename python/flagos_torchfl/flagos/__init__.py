@@ -159,6 +159,9 @@ class _DeviceProperties(NamedTuple):
     total_memory: int
     arch: str
     multi_processor_count: int
+    # Work-group sizes (include/flagos/device.h); 0 where the plugin did not say.
+    max_work_group_size: int = 0
+    preferred_work_group_size: int = 0
 
 
 def get_device_properties(device: Any = None) -> _DeviceProperties:
@@ -167,7 +170,14 @@ def get_device_properties(device: Any = None) -> _DeviceProperties:
     if not 0 <= index < len(devices):
         raise ValueError(f"invalid flagos device index {index} ({len(devices)} devices)")
     d = devices[index]
-    return _DeviceProperties(d["name"], d["total_memory"], d["arch"], d["compute_units"])
+    return _DeviceProperties(
+        d["name"],
+        d["total_memory"],
+        d["arch"],
+        d["compute_units"],
+        d.get("max_work_group_size", 0),
+        d.get("preferred_work_group_size", 0),
+    )
 
 
 def get_device_name(device: Any = None) -> str:
@@ -185,6 +195,28 @@ from . import memory, random, streams  # noqa: E402
 from .memory import *  # noqa: E402, F403
 from .random import *  # noqa: E402, F403
 from .streams import *  # noqa: E402, F403
+
+
+def _inductor_backend_init() -> None:
+    """torch >= 2.15's vendor hook: inductor calls it before it first compiles for flagos."""
+    from ..inductor import register
+
+    register()
+
+
+_INDUCTOR_CLASSES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen")
+
+
+def __getattr__(name: str) -> Any:
+    # torch < 2.15 reads these from the device module instead (PEP 562: the
+    # inductor import happens only when something asks; the answer is None
+    # once registered, see inductor.codegen_class).
+    if name in _INDUCTOR_CLASSES:
+        from ..inductor import codegen_class
+
+        return codegen_class(name)
+    raise AttributeError(f"module 'torch.flagos' has no attribute '{name}'")
+
 
 __all__ = [
     "device",

@@ -1,0 +1,133 @@
+"""torch.compile's inductor on the flagos device (docs/architecture.md, "Compiled kernels").
+
+When the active plugin has a compiler slot, initialize() registers:
+
+- a dynamo DeviceInterface (device.py): current device, streams, events,
+  properties, and a compute capability naming plugin, version and
+  architecture (part of inductor's cache keys);
+- the Python wrapper's device lines (device.py, DeviceOpOverrides);
+- a SIMD scheduling whose kernels are flagos fused kernels (scheduling.py,
+  kernel.py): inductor's fused pointwise and reduction loops become a body
+  in a neutral C subset, framed in the plugin's language by the core's
+  Dialect (csrc/kernels/fused.h), compiled through the compiler slot into
+  the kernel cache and launched through the ABI (runtime.py). Matmul,
+  convolution and what inductor does not fuse stay extern calls to the
+  eager flagos operators.
+
+Registration is lazy (importing inductor costs seconds): inductor asks the
+device module when it first compiles for flagos, through torch.flagos's
+``_inductor_backend_init`` (torch >= 2.15) or its ``Scheduling`` /
+``PythonWrapperCodegen`` / ``CppWrapperCodegen`` attributes (earlier
+releases); the cuda alias's torch.compile asks register() directly.
+FLAGOS_COMPILE=off leaves inductor alone (and the cuda alias then keeps
+torch.compile on aot_eager, with its warning).
+"""
+
+from __future__ import annotations
+
+from .. import _state
+
+_registered = False
+
+
+def enabled() -> bool:
+    """Whether FLAGOS_COMPILE allows the inductor backend (default: on)."""
+    from .. import config
+
+    return config.compile_enabled()
+
+
+def registered() -> bool:
+    return _registered
+
+
+def register() -> bool:
+    """Registers the flagos inductor backend; False where the plugin has no compiler."""
+    global _registered
+    if _registered:
+        return True
+    core = _state.require_initialized()
+    language = core._custom_kernel_language()
+    if not language or not enabled():
+        return False
+    import torch
+    from torch._dynamo.device_interface import register_interface_for_device
+    from torch._inductor.codegen.common import (
+        register_backend_for_device,
+        register_device_op_overrides,
+    )
+
+    from .device import FlagosDeviceOpOverrides, FlagosInterface
+    from .scheduling import FlagosScheduling, FlagosWrapperCodegen, set_device_limits
+
+    device = _state.DEVICE_TYPE
+    props = torch.flagos.get_device_properties(0)
+    group = props.preferred_work_group_size or min(256, props.max_work_group_size or 256)
+    group = 1 << (max(1, group).bit_length() - 1)  # group reductions need a power of two
+    set_device_limits(work_groups=language == "opencl-c", group_size=group)
+    register_interface_for_device(device, FlagosInterface)
+    for i in range(torch.flagos.device_count()):
+        register_interface_for_device(f"{device}:{i}", FlagosInterface)
+    register_device_op_overrides(device, FlagosDeviceOpOverrides())
+    from torch._inductor.custom_graph_pass import CustomGraphModulePass
+
+    identity = type("FlagosCacheIdentity", (CacheIdentity, CustomGraphModulePass), {})(
+        language, group
+    )
+    register_backend_for_device(
+        device,
+        FlagosScheduling,
+        FlagosWrapperCodegen,
+        NoCppWrapper,
+        device_custom_pass=identity,
+    )
+    _registered = True
+    return True
+
+
+class NoCppWrapper:
+    """Inductor's C++ wrapper (config.cpp_wrapper, AOTInductor) is not built for flagos."""
+
+    @staticmethod
+    def create(*args, **kwargs):
+        raise RuntimeError(
+            "torch.compile on flagos: the C++ wrapper (cpp_wrapper / AOTInductor) is not "
+            "supported; the default Python wrapper is"
+        )
+
+
+def codegen_class(name: str) -> None:
+    """torch < 2.15 reads Scheduling & co. from torch.flagos when inductor first looks at
+    the device: register here, with our cache identity, and answer None, so that inductor
+    does not register the classes a second time without it."""
+    register()
+    return None
+
+
+class CacheIdentity:
+    """A no-op graph pass whose uuid() puts the backend into inductor's FX graph cache key.
+
+    A graph compiled for one plugin must not be served to another (its kernels'
+    work-group layout is chosen for the language), nor after our code generator
+    changed: the key holds the plugin, its version, the language, the group size
+    and a hash of this package's sources.
+    """
+
+    def __init__(self, language: str, group: int):
+        import hashlib
+        from pathlib import Path
+
+        digest = hashlib.sha256()
+        for path in sorted(Path(__file__).parent.glob("*.py")):
+            digest.update(path.read_bytes())
+        info = _state.require_initialized()._backend_info()
+        self._uuid = (
+            f"flagos:{info.get('name')}:{info.get('version')}:{language}:{group}:"
+            f"{digest.hexdigest()[:16]}"
+        )
+
+    def __call__(self, gm) -> None:
+        return None
+
+    def uuid(self) -> str:
+        return self._uuid
