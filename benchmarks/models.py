@@ -1,5 +1,8 @@
-"""Models shared by the benchmarks and tests/python/test_training_native.py:
-a ResNet-18-like CNN (no torchvision) and a small transformer classifier."""
+"""Models shared by the benchmarks and the tests (test_training_native.py,
+test_compile.py): a ResNet-18-like CNN (no torchvision), a small transformer
+language model, and the pointwise-heavy blocks torch.compile fuses (a
+LayerNorm + GELU MLP, an RMSNorm + SiLU-gated MLP, a LLaMA-style block with
+RoPE and causal attention)."""
 
 from __future__ import annotations
 
@@ -96,6 +99,71 @@ class Transformer(nn.Module):
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         x = self.tok(idx) + self.pos[: idx.shape[1]]
         return self.head(self.ln(self.blocks(x)))
+
+
+class MLPBlock(nn.Module):
+    """LayerNorm + GELU MLP with a residual: a pointwise-heavy block."""
+
+    def __init__(self, d: int = 256, hidden: int = 1024) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.fc1, self.fc2 = nn.Linear(d, hidden), nn.Linear(hidden, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(F.gelu(self.fc1(self.ln(x))))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class GatedBlock(nn.Module):
+    """RMSNorm + SiLU-gated MLP (LLaMA's feed-forward) with a residual."""
+
+    def __init__(self, d: int = 256, hidden: int = 768) -> None:
+        super().__init__()
+        self.norm = RMSNorm(d)
+        self.gate = nn.Linear(d, hidden, bias=False)
+        self.up = nn.Linear(d, hidden, bias=False)
+        self.down = nn.Linear(hidden, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class LlamaBlock(nn.Module):
+    """A tiny LLaMA decoder block: RMSNorm, RoPE, causal attention, gated MLP."""
+
+    def __init__(self, d: int = 64, heads: int = 4, hidden: int = 172) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1 = RMSNorm(d)
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.out = nn.Linear(d, d, bias=False)
+        self.mlp = GatedBlock(d, hidden)
+
+    def rope(self, t: torch.Tensor) -> torch.Tensor:
+        seq, dim = t.shape[-2], t.shape[-1]
+        inv = 1.0 / (10000 ** (torch.arange(0, dim, 2, device=t.device).float() / dim))
+        angle = torch.arange(seq, device=t.device).float()[:, None] * inv[None]
+        cos, sin = angle.cos(), angle.sin()
+        even, odd = t[..., ::2], t[..., 1::2]
+        return torch.stack((even * cos - odd * sin, even * sin + odd * cos), -1).flatten(-2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads).unbind(2)
+        q, k, v = (y.transpose(1, 2) for y in (q, k, v))
+        y = F.scaled_dot_product_attention(self.rope(q), self.rope(k), v, is_causal=True)
+        x = x + self.out(y.transpose(1, 2).reshape(b, t, d))
+        return self.mlp(x)
 
 
 def cnn_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

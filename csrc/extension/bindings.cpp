@@ -70,14 +70,14 @@ void bindExtension(py::module_& m) {
   m.def(
       "_custom_kernel_launch",
       [](uintptr_t handle, int device, const py::list& items, const std::vector<uint64_t>& global,
-         const std::vector<uint64_t>& local) {
+         const std::vector<uint64_t>& local, bool custom) {
         const auto* k = reinterpret_cast<const kernels::CompiledKernel*>(handle);
         const auto index = static_cast<c10::DeviceIndex>(device);
         const std::vector<extension::Arg> args = toArgs(items, index, k->kernel_name);
-        extension::launch(*k, index, args, global, local);
+        extension::launch(*k, index, args, global, local, custom);
       },
       py::arg("handle"), py::arg("device"), py::arg("args"), py::arg("global_size"),
-      py::arg("local_size"));
+      py::arg("local_size"), py::arg("custom") = true);
 }
 
 }  // namespace flagos::python

@@ -112,7 +112,7 @@ const kernels::CompiledKernel* buildFused(c10::DeviceIndex device, const kernels
 
 void launch(const kernels::CompiledKernel& kernel, c10::DeviceIndex device,
             const std::vector<Arg>& args, const std::vector<uint64_t>& global,
-            const std::vector<uint64_t>& local) {
+            const std::vector<uint64_t>& local, bool custom) {
   if (global.empty() || global.size() > 3)
     throw std::invalid_argument("global_size needs 1 to 3 dimensions");
   if (!local.empty() && local.size() != global.size())
@@ -139,7 +139,7 @@ void launch(const kernels::CompiledKernel& kernel, c10::DeviceIndex device,
     const std::string what = "custom kernel '" + kernel.kernel_name + "' launch";
     check(status, what.c_str());
   }
-  g_launches.fetch_add(1, std::memory_order_relaxed);
+  if (custom) g_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
 uint64_t launches() {

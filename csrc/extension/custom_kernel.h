@@ -54,10 +54,11 @@ struct Arg {
 };
 
 // Enqueues @p kernel on the current stream of @p device. @p local empty:
-// the plugin chooses. Throws on a bad geometry or a failed launch.
+// the plugin chooses. Throws on a bad geometry or a failed launch. @p custom:
+// counted in launches() (fused kernels count their own).
 void launch(const kernels::CompiledKernel& kernel, c10::DeviceIndex device,
             const std::vector<Arg>& args, const std::vector<uint64_t>& global,
-            const std::vector<uint64_t>& local);
+            const std::vector<uint64_t>& local, bool custom = true);
 
 // Launches of custom kernels in this process (kernel_cache_stats()).
 uint64_t launches();

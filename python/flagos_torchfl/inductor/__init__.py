@@ -69,17 +69,14 @@ def register() -> bool:
     for i in range(torch.flagos.device_count()):
         register_interface_for_device(f"{device}:{i}", FlagosInterface)
     register_device_op_overrides(device, FlagosDeviceOpOverrides())
-    from torch._inductor.custom_graph_pass import CustomGraphModulePass
+    from .graph_pass import FlagosGraphPass
 
-    identity = type("FlagosCacheIdentity", (CacheIdentity, CustomGraphModulePass), {})(
-        language, group
-    )
     register_backend_for_device(
         device,
         FlagosScheduling,
         FlagosWrapperCodegen,
         NoCppWrapper,
-        device_custom_pass=identity,
+        device_custom_pass=FlagosGraphPass(language, group),
     )
     _registered = True
     return True
@@ -98,36 +95,18 @@ class NoCppWrapper:
 
 def codegen_class(name: str) -> None:
     """torch < 2.15 reads Scheduling & co. from torch.flagos when inductor first looks at
-    the device: register here, with our cache identity, and answer None, so that inductor
-    does not register the classes a second time without it."""
-    register()
-    return None
+    the device: register here, with our graph pass, and answer None, so that inductor
+    does not register the classes a second time without it. Inductor reads these
+    through getattr(..., None), which would swallow an error: it is shown instead."""
+    try:
+        register()
+    except Exception as err:  # noqa: BLE001  (shown, not swallowed)
+        import warnings
 
-
-class CacheIdentity:
-    """A no-op graph pass whose uuid() puts the backend into inductor's FX graph cache key.
-
-    A graph compiled for one plugin must not be served to another (its kernels'
-    work-group layout is chosen for the language), nor after our code generator
-    changed: the key holds the plugin, its version, the language, the group size
-    and a hash of this package's sources.
-    """
-
-    def __init__(self, language: str, group: int):
-        import hashlib
-        from pathlib import Path
-
-        digest = hashlib.sha256()
-        for path in sorted(Path(__file__).parent.glob("*.py")):
-            digest.update(path.read_bytes())
-        info = _state.require_initialized()._backend_info()
-        self._uuid = (
-            f"flagos:{info.get('name')}:{info.get('version')}:{language}:{group}:"
-            f"{digest.hexdigest()[:16]}"
+        warnings.warn(
+            f"flagos: the inductor backend failed to register ({type(err).__name__}: {err}); "
+            "torch.compile cannot target the flagos device",
+            RuntimeWarning,
+            stacklevel=2,
         )
-
-    def __call__(self, gm) -> None:
-        return None
-
-    def uuid(self) -> str:
-        return self._uuid
+    return None

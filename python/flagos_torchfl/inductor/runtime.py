@@ -131,7 +131,7 @@ class FusedKernel:
             global_, local = [xnumel], [self._local[device]]
         else:
             global_, local = [xnumel], []
-        self._core._custom_kernel_launch(handle, device, packed, global_, local)
+        self._core._custom_kernel_launch(handle, device, packed, global_, local, False)
         _launches += 1
 
     def __repr__(self) -> str:

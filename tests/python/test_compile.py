@@ -1,0 +1,294 @@
+"""torch.compile on flagos: inductor's fused kernels (Note [Fused kernels]).
+
+On the backend under test (host: C; scripts/test.sh runs this file again on
+opencl: OpenCL C, work-group reductions), with the default backend, against
+the same model run eagerly on flagos and on CPU: forward and backward of a
+LayerNorm + GELU MLP, an RMSNorm + SiLU-gated MLP, a CNN with batch norm, a
+small transformer language model and a tiny LLaMA block; dynamic shapes
+without recompiles; graph breaks; inductor's fallbacks (random numbers,
+accumulating index stores, CPU scalars); kernels reused by a second process
+from disk; fewer device kernel launches than eager (counted by the profiler).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+import flagos_torchfl as ft
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import check_ok
+from flagos_torchfl import extension
+from flagos_torchfl.inductor import runtime
+from torch.profiler import ProfilerActivity
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import models  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not extension.language(), reason="the backend has no compiler: no inductor backend"
+)
+
+
+def _lm_input():
+    return torch.randint(0, 64, (2, 16))
+
+
+# name -> (model factory, input factory)
+MODELS = {
+    "mlp_gelu": (lambda: models.MLPBlock(32, 96), lambda: torch.randn(3, 10, 32)),
+    "gated_silu": (lambda: models.GatedBlock(32, 80), lambda: torch.randn(3, 10, 32)),
+    "cnn_bn": (
+        lambda: models.ResNet(num_classes=5, width=8, blocks=(1, 1)),
+        lambda: torch.randn(2, 3, 32, 32),
+    ),
+    "transformer": (
+        lambda: models.Transformer(vocab=64, d=32, heads=4, layers=1, seq=16),
+        _lm_input,
+    ),
+    "llama": (lambda: models.LlamaBlock(32, 4, 88), lambda: torch.randn(2, 12, 32)),
+}
+
+
+def _loss(out: torch.Tensor) -> torch.Tensor:
+    return out.float().pow(2).mean()
+
+
+def _run(model, x):
+    out = model(x)
+    _loss(out).backward()
+    return out, [p.grad for p in model.parameters()]
+
+
+def _close(got, want, what, rtol=1e-4, atol=1e-5):
+    torch.testing.assert_close(
+        got.cpu(), want.cpu(), rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}"
+    )
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_compiled_model_matches_eager_and_cpu(name):
+    make, make_input = MODELS[name]
+    torch.manual_seed(0)
+    cpu = make()
+    eager = copy.deepcopy(cpu).to("flagos")
+    compiled_model = copy.deepcopy(cpu).to("flagos")
+    x = make_input()
+    before = runtime.launches()
+    compiled = torch.compile(compiled_model)
+    out_c, grads_c = _run(compiled, x.to("flagos"))
+    assert runtime.launches() > before, "no fused kernel ran"
+    out_e, grads_e = _run(eager, x.to("flagos"))
+    out_cpu, grads_cpu = _run(cpu, x)
+    assert out_c.device.type == "flagos"
+    _close(out_c, out_e, f"{name} forward vs eager flagos")
+    _close(out_c, out_cpu, f"{name} forward vs CPU")
+    for k, (gc, ge, gcpu) in enumerate(zip(grads_c, grads_e, grads_cpu, strict=True)):
+        _close(gc, ge, f"{name} grad {k} vs eager flagos", rtol=1e-3, atol=1e-5)
+        _close(gc, gcpu, f"{name} grad {k} vs CPU", rtol=1e-3, atol=1e-5)
+
+
+def _compiles() -> int:
+    return torch._dynamo.utils.counters["stats"]["unique_graphs"]
+
+
+def test_dynamic_shapes_compile_once_and_build_each_kernel_once():
+    torch.manual_seed(0)
+    cpu = models.MLPBlock(32, 64)
+    dev = copy.deepcopy(cpu).to("flagos")
+    torch._dynamo.utils.counters.clear()
+    compiled = torch.compile(dev, dynamic=True)
+    kernels = []
+    original = runtime.FusedKernel.__init__
+
+    def remember(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        kernels.append(self)
+
+    runtime.FusedKernel.__init__ = remember
+    try:
+        for batch in (2, 3, 5, 8, 13):
+            x = torch.randn(batch, 7, 32)
+            with torch.no_grad():
+                _close(compiled(x.to("flagos")), cpu(x), f"batch {batch}")
+    finally:
+        runtime.FusedKernel.__init__ = original
+    assert _compiles() == 1, "a new batch size recompiled"
+    # Generic kernels: sizes are arguments, so one build serves every shape.
+    assert kernels and all("xnumel" in [p[1] for p in k.params] for k in kernels)
+    assert len({k.source for k in kernels}) == len(kernels)
+
+
+def test_changing_batch_sizes_recompile_only_once():
+    model = models.GatedBlock(32, 48).to("flagos")
+    torch._dynamo.utils.counters.clear()
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        for batch in (2, 3, 4, 6, 9):
+            x = torch.randn(batch, 5, 32, device="flagos")
+            _close(compiled(x), model(x), f"batch {batch}")
+    # dynamo's own rule: the second size marks the dim dynamic, then no more
+    assert _compiles() == 2
+
+
+def test_graph_breaks_still_run_fused_kernels():
+    def f(x):
+        y = torch.relu(x) * 2 + 1
+        if y.sum().item() > 0:  # data-dependent: dynamo breaks the graph here
+            y = y.sigmoid() * x
+        return F.gelu(y) - x
+
+    x = torch.randn(64, 33)
+    torch._dynamo.utils.counters.clear()
+    before = runtime.launches()
+    got = torch.compile(f)(x.to("flagos"))
+    assert sum(torch._dynamo.utils.counters["graph_break"].values()) >= 1
+    assert runtime.launches() >= before + 2  # a fused kernel on each side of the break
+    _close(got, f(x), "graph break")
+
+
+def test_inductor_fallbacks_run_the_eager_operators():
+    """Random numbers, accumulating index stores and CPU scalars (graph_pass.py)."""
+    torch.manual_seed(0)
+    emb_cpu = torch.nn.Embedding(10, 4)
+    emb = copy.deepcopy(emb_cpu).to("flagos")
+    ids = torch.tensor([1, 1, 3, 7])
+
+    def f(module, i, x, idx):
+        hit = module(i).sum()
+        y = torch.zeros(8, 4, device=x.device).index_add(0, idx, x)
+        return hit + (torch.tensor(3.0) * y).sum(), torch.tensor(2.0) * x
+
+    x = torch.randn(4, 4)
+    idx = torch.tensor([0, 2, 2, 5])
+    got, scaled = torch.compile(f)(emb, ids.to("flagos"), x.to("flagos"), idx.to("flagos"))
+    want, want_scaled = f(emb_cpu, ids, x, idx)
+    assert scaled.device.type == "flagos"  # not a CPU kernel reading device memory
+    _close(got, want, "embedding + index_add")
+    _close(scaled, want_scaled, "CPU scalar times a flagos tensor")
+    got.backward()
+    want.backward()
+    _close(emb.weight.grad, emb_cpu.weight.grad, "embedding backward")
+    dropped = torch.compile(lambda t: F.dropout(t, 0.5, training=True))(
+        torch.ones(4096, device="flagos")
+    )
+    kept = (dropped != 0).float().mean().item()
+    assert 0.4 < kept < 0.6 and set(dropped.unique().tolist()) <= {0.0, 2.0}
+
+
+SECOND_PROCESS = """
+import json, sys, torch, flagos_torchfl as ft
+sys.path.insert(0, "benchmarks")
+import models
+from flagos_torchfl.inductor import runtime
+ft.initialize()
+torch.manual_seed(0)
+model = models.GatedBlock(32, 48).to("flagos")
+x = torch.randn(4, 6, 32, device="flagos")
+out = torch.compile(model)(x)
+stats = ft.kernel_cache_stats()
+print(json.dumps({"sync_builds": stats["sync_builds"], "launches": runtime.launches(),
+                  "sum": out.sum().item()}))
+"""
+
+
+def test_a_second_process_reuses_the_compiled_kernels_from_disk(run_python, tmp_path):
+    env = {
+        "FLAGOS_BACKEND": ft.config.backend() or "host",
+        "FLAGOS_CACHE_DIR": str(tmp_path / "kernels"),
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+    }
+    first = json.loads(check_ok(run_python(SECOND_PROCESS, **env)).splitlines()[-1])
+    second = json.loads(check_ok(run_python(SECOND_PROCESS, **env)).splitlines()[-1])
+    assert first["launches"] > 0 and first["sync_builds"] > 0
+    assert second["launches"] == first["launches"]
+    assert second["sync_builds"] == 0, "the second process compiled again"
+    assert second["sum"] == pytest.approx(first["sum"], rel=1e-6)
+
+
+def _device_kernels(step) -> int:
+    step()  # warm: compiles and first launches outside the capture
+    torch.flagos.synchronize()
+    with torch.profiler.profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+    ) as prof:
+        step()
+        torch.flagos.synchronize()
+    return sum(
+        e.count
+        for e in prof.key_averages()
+        if e.device_type == torch.autograd.DeviceType.PrivateUse1 and e.self_device_time_total > 0
+    )
+
+
+def test_a_compiled_training_step_launches_fewer_device_kernels():
+    if not ft.backend_info(verbose=False).get("device_activity"):
+        pytest.skip("no device activity in torch.profiler for this plugin")
+    torch.manual_seed(0)
+    model = models.GatedBlock(64, 128).to("flagos")
+    x = torch.randn(4, 16, 64, device="flagos")
+    compiled = torch.compile(model)
+
+    def eager_step():
+        _loss(model(x)).backward()
+
+    def compiled_step():
+        _loss(compiled(x)).backward()
+
+    eager, fused = _device_kernels(eager_step), _device_kernels(compiled_step)
+    assert 0 < fused < eager, (fused, eager)
+
+
+def _kernels_of(fn, *args):
+    made = []
+    original = runtime.FusedKernel.__init__
+
+    def remember(self, *a, **k):
+        original(self, *a, **k)
+        made.append(self)
+
+    runtime.FusedKernel.__init__ = remember
+    try:
+        out = torch.compile(fn)(*args)
+    finally:
+        runtime.FusedKernel.__init__ = original
+    return out, made
+
+
+def test_reductions_take_the_layout_their_memory_wants():
+    """Contiguous rows: a work-group per row where the language has work-groups
+    (opencl); reductions over a strided dim, and every reduction in C: an item per row."""
+    x = torch.randn(48, 40)
+    rows, (row_kernel,) = _kernels_of(lambda t: torch.softmax(t, -1), x.to("flagos"))
+    cols, (col_kernel,) = _kernels_of(lambda t: t.sum(0), x.to("flagos"))
+    _close(rows, torch.softmax(x, -1), "softmax")
+    _close(cols, x.sum(0), "sum(0)")
+    groups = extension.language() == "opencl-c"
+    assert row_kernel.mode == ("group" if groups else "item")
+    assert col_kernel.mode == "item"
+    if groups:  # a power of two covering the 40-element row
+        assert row_kernel.group == 64 and "barrier" in row_kernel.source
+
+
+def test_a_group_reduction_is_right_on_every_launch():
+    """Note [No return before a barrier]: PoCL 3.1 gave wrong rows in about half of
+    these launches when the kernel bounds-checked before its barriers."""
+    x = torch.randn(96, 12)
+    want = torch.softmax(x * 0.5, -1)
+    compiled = torch.compile(lambda t: torch.softmax(t * 0.5, -1))
+    xd = x.to("flagos")
+    bad = sum(
+        not torch.allclose(compiled(xd).cpu(), want, rtol=1e-5, atol=1e-6) for _ in range(300)
+    )
+    assert bad == 0, f"{bad} of 300 launches were wrong"
