@@ -45,7 +45,7 @@ MATRIX_CORE_TESTS=(tests/python/test_initialize.py tests/python/test_copy.py
   tests/python/test_models.py tests/python/test_exit_stress.py
   tests/python/test_tools_validate_noise.py tests/python/test_tools_profiler.py
   tests/python/test_extension.py tests/python/test_extension_examples.py
-  tests/python/test_profiler_device.py)
+  tests/python/test_profiler_device.py tests/python/test_compile.py)
 ZOO_TESTS=(tests/python/test_model_zoo.py tests/python/test_alias_torch_stack.py
   tests/python/test_tools_validate_noise.py)
 if [ "${FLAGOS_TORCH_MATRIX:-1}" != 0 ]; then

@@ -49,7 +49,7 @@ def run(model, inputs, loss_fn, device):
     tensors["output"] = logits.detach()
     for name, p in model.named_parameters():
         if p.grad is not None:
-            tensors[f"grad {name}"] = p.grad
+            tensors[f"grad {name.removeprefix('_orig_mod.')}"] = p.grad  # torch.compile's wrapper
     return {k: v.detach().cpu().double() for k, v in tensors.items()}
 
 
@@ -66,8 +66,11 @@ def perturbed(model, rel: float):
     return model
 
 
-def differences(name: str, change_device_model=None) -> tuple[list[str], dict[str, int]]:
-    """(tensors beyond tolerance, host fallbacks) of one zoo model's step on flagos."""
+def differences(
+    name: str, change_device_model=None, compiled: bool = False
+) -> tuple[list[str], dict[str, int]]:
+    """(tensors beyond tolerance, host fallbacks) of one zoo model's step on flagos
+    (through torch.compile's default backend when @p compiled)."""
     package, build = ZOO[name]
     needs_package(package)
     torch.manual_seed(0)
@@ -77,6 +80,9 @@ def differences(name: str, change_device_model=None) -> tuple[list[str], dict[st
     device_model = copy.deepcopy(model)
     if change_device_model is not None:
         change_device_model(device_model)
+    if compiled:
+        torch._dynamo.reset()
+        device_model = torch.compile(device_model.to("flagos"))
     ft.reset_op_stats()
     dev = run(device_model, inputs, loss_fn, "flagos")
     fallbacks = {op: t["fallback"] for op, t in ft.op_stats().items() if t.get("fallback")}
@@ -93,6 +99,26 @@ def differences(name: str, change_device_model=None) -> tuple[list[str], dict[st
 @pytest.mark.parametrize("name", list(ZOO))
 def test_zoo_model_matches_cpu_without_fallbacks(name):
     bad, fallbacks = differences(name)
+    assert not fallbacks, f"{name}: host fallbacks {fallbacks}"
+    assert not bad, f"{name}: {len(bad)} tensors differ:\n" + "\n".join(bad[:20])
+
+
+# torch.compile on flagos (issue 19): inductor's fused kernels through the
+# plugin's compiler, the rest as eager flagos operators.
+COMPILED = ["torchvision.resnet18", "timm.resnet10t", "transformers.gpt2", "transformers.llama"]
+
+
+@pytest.mark.parametrize("name", COMPILED)
+def test_zoo_model_compiles_and_matches_cpu(name):
+    from flagos_torchfl import extension
+    from flagos_torchfl.inductor import runtime
+
+    if not extension.language():
+        pytest.skip("the backend has no compiler")
+    before = runtime.launches()
+    bad, fallbacks = differences(name, compiled=True)
+    torch._dynamo.reset()
+    assert runtime.launches() > before, f"{name}: no fused kernel ran"
     assert not fallbacks, f"{name}: host fallbacks {fallbacks}"
     assert not bad, f"{name}: {len(bad)} tensors differ:\n" + "\n".join(bad[:20])
 

@@ -78,8 +78,38 @@ def register() -> bool:
         NoCppWrapper,
         device_custom_pass=FlagosGraphPass(language, group),
     )
+    _keep_convolutions_in_their_layout()
     _registered = True
     return True
+
+
+def _keep_convolutions_in_their_layout() -> None:
+    """No layout optimization in graphs with flagos tensors.
+
+    Inductor's heuristics (tuned on GPUs) turn convolution inputs and weights
+    channels-last. On flagos that takes the slower channels-last convolution
+    path, and the eager convolution_backward's gradient layout then differed
+    from its meta kernel's for a 1x1 feature map (torchvision ResNet-18's last
+    stage), which inductor's stride asserts caught. There is no per-device
+    switch for this decision in torch 2.13-2.15 (GraphLowering.decide_layout_opt),
+    so it is wrapped: graphs without flagos tensors decide as before.
+    """
+    import torch
+    from torch._inductor.graph import GraphLowering
+
+    decide = GraphLowering.decide_layout_opt
+    if getattr(decide, "_flagos", False):
+        return
+
+    def decide_layout_opt(gm, *args, **kwargs):
+        for node in gm.graph.nodes:
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor) and val.device.type == _state.DEVICE_TYPE:
+                return False
+        return decide(gm, *args, **kwargs)
+
+    decide_layout_opt._flagos = True
+    GraphLowering.decide_layout_opt = staticmethod(decide_layout_opt)
 
 
 class NoCppWrapper:

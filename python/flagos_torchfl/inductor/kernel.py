@@ -350,6 +350,12 @@ class FlagosOverrides(OpOverrides):
         return f"rint({x})"
 
     @staticmethod
+    def erf(x: Any) -> str:
+        # Note [Fast paths of the generator's math]: PyTorch's float erf formula
+        # (PoCL's erff is 25x its exp); double keeps the library's.
+        return f"erf({x})" if _suffix(x) == "d" else f"flagos_erf32({x})"
+
+    @staticmethod
     def erfinv(x: Any) -> str:
         return f"flagos_erfinv{_suffix(x)}({x})"
 
@@ -377,7 +383,7 @@ def _libm(name: str):
 # One C99 <tgmath.h> name each, the same in OpenCL C (Note [Fused kernel bodies]).
 for _name in (
     "exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan sinh cosh tanh "
-    "asinh acosh atanh erf erfc lgamma floor ceil trunc fmod atan2 hypot copysign nextafter"
+    "asinh acosh atanh erfc lgamma floor ceil trunc fmod atan2 hypot copysign nextafter"
 ).split():
     setattr(FlagosOverrides, _name, _libm(_name))
 
