@@ -44,8 +44,9 @@ REDUCTIONS = frozenset(
 
 def constant(value: Any, dtype: torch.dtype | None) -> str:
     """A literal of @p dtype: float32 literals carry f (no double on devices without fp64)."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
+    if isinstance(value, bool) or dtype == torch.bool:
+        # Not 1/0: the CSE keys of a bool and an int constant must differ.
+        return "true" if value else "false"
     if isinstance(value, float) or (dtype is not None and dtype.is_floating_point):
         value = float(value)
         if math.isinf(value):
