@@ -32,7 +32,7 @@ kernels::FusedMode modeOf(const std::string& mode) {
 
 std::string source(const std::string& language, const std::string& name,
                    const std::vector<ParamSpec>& specs, const std::string& body,
-                   const std::string& mode, int group, bool fp64) {
+                   const std::string& mode, int group, int rows, bool fp64) {
   const kernels::Dialect* dl = kernels::dialectFor(language);
   if (dl == nullptr)
     throw py::value_error("no fused-kernel emitter for language '" + language + "'");
@@ -41,6 +41,7 @@ std::string source(const std::string& language, const std::string& name,
   k.body = body;
   k.mode = modeOf(mode);
   k.group = group;
+  k.rows = rows;
   k.fp64 = fp64;
   for (const auto& [kind, pname, dtype, read_only] : specs) {
     if (kind == "ptr") {
@@ -63,7 +64,7 @@ std::string source(const std::string& language, const std::string& name,
 
 void bindFused(py::module_& m) {
   m.def("_fused_kernel_source", &source, py::arg("language"), py::arg("name"), py::arg("params"),
-        py::arg("body"), py::arg("mode"), py::arg("group"), py::arg("fp64"));
+        py::arg("body"), py::arg("mode"), py::arg("group"), py::arg("rows"), py::arg("fp64"));
   // The handle is the cache's CompiledKernel, valid until exit; launch it
   // with _custom_kernel_launch.
   m.def(

@@ -71,11 +71,12 @@ class Dialect {
   virtual bool workGroups() const { return false; }
   // File-scope text before a fused kernel: the prelude, the neutral body's
   // types and macros for @p mode (Note [Fused kernel bodies]).
-  virtual std::string fusedPrelude(FusedMode mode, int group, bool fp64) const = 0;
+  // @p group lanes serve one row, @p rows rows share a work-group.
+  virtual std::string fusedPrelude(FusedMode mode, int group, int rows, bool fp64) const = 0;
   // The signature and preamble: parameters by name, `xindex` (int64) in
   // scope and below the parameter `xnumel`. fusedClose() ends it.
   virtual std::string fusedOpen(const std::string& name, const std::vector<Param>& params,
-                                FusedMode mode, int group) const = 0;
+                                FusedMode mode) const = 0;
   virtual std::string fusedClose(const std::string& name,
                                  const std::vector<Param>& params) const = 0;
 };

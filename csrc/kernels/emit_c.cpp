@@ -116,11 +116,11 @@ class CDialect : public Dialect {
     return "  }\n}\nconst int " + name + "_num_args = " + std::to_string(params.size()) + ";\n";
   }
 
-  std::string fusedPrelude(FusedMode, int, bool) const override {
+  std::string fusedPrelude(FusedMode, int, int, bool) const override {
     return prelude(true) + kFusedTypes + fusedHelpers(true) + fusedSerialMacros();
   }
-  std::string fusedOpen(const std::string& name, const std::vector<Param>& params, FusedMode,
-                        int) const override {
+  std::string fusedOpen(const std::string& name, const std::vector<Param>& params,
+                        FusedMode) const override {
     return header(name, params) +
            "  for (uint64_t flagos_item = begin; flagos_item < end; ++flagos_item) {\n"
            "  const int64_t xindex = (int64_t)flagos_item;\n  if (xindex >= xnumel) continue;\n";

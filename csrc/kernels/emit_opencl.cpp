@@ -55,15 +55,18 @@ typedef long flagos_i64;
 
 // GroupReduction: the items of a group stride over the row, then combine.
 const char* kGroupMacros =
-    R"(#define FLAGOS_RLOOP(r, n) for (long r = flagos_lid; r < (n); r += FLAGOS_GROUP)
-#define FLAGOS_GROUP_LEADER (flagos_lid == 0)
-#define FLAGOS_GROUP_SUM(S, v) flagos_group_sum##S((v), flagos_scratch_##S)
-#define FLAGOS_GROUP_PROD(S, v) flagos_group_prod##S((v), flagos_scratch_##S)
-#define FLAGOS_GROUP_MAX(S, v) flagos_group_max##S((v), flagos_scratch_##S)
-#define FLAGOS_GROUP_MIN(S, v) flagos_group_min##S((v), flagos_scratch_##S)
-#define FLAGOS_GROUP_WELFORD(S, mean, m2, w) flagos_group_welford##S(&(mean), &(m2), &(w), flagos_scratch_##S)
-#define FLAGOS_GROUP_ARGMAX(S, v, i) flagos_group_argmax##S(&(v), &(i), flagos_scratch_##S, flagos_scratch_i + 2 * FLAGOS_GROUP)
-#define FLAGOS_GROUP_ARGMIN(S, v, i) flagos_group_argmin##S(&(v), &(i), flagos_scratch_##S, flagos_scratch_i + 2 * FLAGOS_GROUP)
+    R"(#define FLAGOS_LOCAL (FLAGOS_GROUP * FLAGOS_ROWS)
+#define FLAGOS_RLOOP(r, n) for (long r = flagos_lid; r < (n); r += FLAGOS_GROUP)
+#define FLAGOS_GROUP_LEADER (flagos_lid == 0 && flagos_valid)
+#define FLAGOS_STORE_OK flagos_valid
+#define FLAGOS_SEG(s) ((s) + flagos_seg * FLAGOS_GROUP)
+#define FLAGOS_GROUP_SUM(S, v) flagos_group_sum##S((v), FLAGOS_SEG(flagos_scratch_##S))
+#define FLAGOS_GROUP_PROD(S, v) flagos_group_prod##S((v), FLAGOS_SEG(flagos_scratch_##S))
+#define FLAGOS_GROUP_MAX(S, v) flagos_group_max##S((v), FLAGOS_SEG(flagos_scratch_##S))
+#define FLAGOS_GROUP_MIN(S, v) flagos_group_min##S((v), FLAGOS_SEG(flagos_scratch_##S))
+#define FLAGOS_GROUP_WELFORD(S, mean, m2, w) flagos_group_welford##S(&(mean), &(m2), &(w), FLAGOS_SEG(flagos_scratch_##S))
+#define FLAGOS_GROUP_ARGMAX(S, v, i) flagos_group_argmax##S(&(v), &(i), FLAGOS_SEG(flagos_scratch_##S), FLAGOS_SEG(flagos_scratch_i + 2 * FLAGOS_LOCAL))
+#define FLAGOS_GROUP_ARGMIN(S, v, i) flagos_group_argmin##S(&(v), &(i), FLAGOS_SEG(flagos_scratch_##S), FLAGOS_SEG(flagos_scratch_i + 2 * FLAGOS_LOCAL))
 )";
 
 class OpenCLDialect : public Dialect {
@@ -128,36 +131,45 @@ class OpenCLDialect : public Dialect {
   std::string close(const std::string&, const std::vector<Param>&) const override { return "}\n"; }
 
   bool workGroups() const override { return true; }
-  std::string fusedPrelude(FusedMode mode, int group, bool fp64) const override {
+  std::string fusedPrelude(FusedMode mode, int group, int rows, bool fp64) const override {
     std::string s = prelude(fp64) + (fp64 ? "#define FLAGOS_FUSED_FP64\n" : "") + kFusedTypes +
                     fusedHelpers(fp64);
     if (mode != FusedMode::GroupReduction) return s + fusedSerialMacros();
-    s += "#define FLAGOS_GROUP " + std::to_string(group) + "\n" + kGroupMacros;
+    s += "#define FLAGOS_GROUP " + std::to_string(group) + "\n#define FLAGOS_ROWS " +
+         std::to_string(rows) + "\n" + kGroupMacros;
     s += groupHelpers("float", "f", "flagos_maxf", "flagos_minf") +
          groupHelpers("long", "i", "flagos_imax", "flagos_imin");
     if (fp64) s += groupHelpers("double", "d", "flagos_maxd", "flagos_mind");
     return s;
   }
-  std::string fusedOpen(const std::string& name, const std::vector<Param>& params, FusedMode mode,
-                        int group) const override {
+  std::string fusedOpen(const std::string& name, const std::vector<Param>& params,
+                        FusedMode mode) const override {
     if (mode != FusedMode::GroupReduction)
       return header(name, params) +
              "  const long xindex = (long)get_global_id(0);\n  if (xindex >= xnumel) return;\n";
-    // Local arrays live at kernel scope (OpenCL C 1.2, 6.5.2); the helpers
-    // borrow them. Note [No return before a barrier]: the launch has exactly
-    // xnumel groups, so there is no bounds check: PoCL 3.1's default
-    // work-group method ("loopvec") treats every barrier after a `return`
-    // as conditional and then gave some work-items another copy of the
-    // local arrays (wrong rows in ~50% of launches of a softmax kernel;
-    // pocl/pocl#2239, JuliaGPU/OpenCL.jl#460). tests/python/test_compile_kernels.py
-    // launches one 300 times.
+    // Local arrays live at kernel scope (OpenCL C 1.2, 6.5.2); each segment
+    // of the work-group lends its slice to the helpers.
+    //
+    // Note [No return before a barrier]: a segment past the last row must
+    // not return (the barriers after it would be conditional): it takes the
+    // last row again (xindex is clamped) and FLAGOS_STORE_OK keeps it from
+    // storing. PoCL 3.1's default work-group method ("loopvec") treats every
+    // barrier after a `return` as conditional and then gave some work-items
+    // another copy of the local arrays: 156 of 300 launches of a softmax
+    // kernel (16 lanes, rows of 12, a work-group per row, `if (xindex >=
+    // xnumel) return;` first) had wrong rows (pocl/pocl#2239,
+    // JuliaGPU/OpenCL.jl#460). test_compile.py checks 300 launches of a group
+    // reduction whose last work-group runs past the rows.
     std::string s = header(name, params) +
-                    "  __local float flagos_scratch_f[3 * FLAGOS_GROUP];\n"
-                    "  __local long flagos_scratch_i[3 * FLAGOS_GROUP];\n";
-    s += "#ifdef FLAGOS_FUSED_FP64\n  __local double flagos_scratch_d[3 * FLAGOS_GROUP];\n#endif\n";
+                    "  __local float flagos_scratch_f[3 * FLAGOS_LOCAL];\n"
+                    "  __local long flagos_scratch_i[3 * FLAGOS_LOCAL];\n";
+    s += "#ifdef FLAGOS_FUSED_FP64\n  __local double flagos_scratch_d[3 * FLAGOS_LOCAL];\n#endif\n";
     return s +
-           "  const long xindex = (long)get_group_id(0);\n"
-           "  const long flagos_lid = (long)get_local_id(0);\n";
+           "  const long flagos_lid = (long)(get_local_id(0) % FLAGOS_GROUP);\n"
+           "  const long flagos_seg = (long)(get_local_id(0) / FLAGOS_GROUP);\n"
+           "  const long flagos_row = (long)get_group_id(0) * FLAGOS_ROWS + flagos_seg;\n"
+           "  const bool flagos_valid = flagos_row < xnumel;\n"
+           "  const long xindex = flagos_valid ? flagos_row : xnumel - 1;\n";
   }
   std::string fusedClose(const std::string&, const std::vector<Param>&) const override {
     return "}\n";
@@ -183,8 +195,10 @@ class OpenCLDialect : public Dialect {
     return "__kernel void " + name + "(" + sig + ") {\n" + setup;
   }
 
-  // A tree over the group's FLAGOS_GROUP items in local memory; every item
-  // of the group calls it (it has barriers) and gets the result.
+  // A tree over a segment's FLAGOS_GROUP lanes in local memory (@p s: the
+  // segment's slice; a second and third array follow FLAGOS_LOCAL apart);
+  // every item of the work-group calls it (it has barriers) and gets its
+  // segment's result.
   static std::string groupHelpers(const std::string& t, const std::string& sfx,
                                   const std::string& max, const std::string& min) {
     std::string s;
@@ -193,7 +207,7 @@ class OpenCLDialect : public Dialect {
     for (const auto& [op, combine] : ops) {
       s += t + " flagos_group_" + op + sfx + "(" + t + " v, __local " + t +
            "* s) {\n"
-           "  const uint l = get_local_id(0);\n"
+           "  const uint l = get_local_id(0) % FLAGOS_GROUP;\n"
            "  s[l] = v; barrier(CLK_LOCAL_MEM_FENCE);\n"
            "  for (uint h = FLAGOS_GROUP / 2; h > 0; h >>= 1) {\n"
            "    if (l < h) { const " +
@@ -206,7 +220,7 @@ class OpenCLDialect : public Dialect {
     for (const char* arg : {"argmax", "argmin"}) {
       s += std::string("void flagos_group_") + arg + sfx + "(" + t + "* v, long* i, __local " + t +
            "* s, __local long* si) {\n"
-           "  const uint l = get_local_id(0);\n"
+           "  const uint l = get_local_id(0) % FLAGOS_GROUP;\n"
            "  s[l] = *v; si[l] = *i; barrier(CLK_LOCAL_MEM_FENCE);\n"
            "  for (uint h = FLAGOS_GROUP / 2; h > 0; h >>= 1) {\n"
            "    if (l < h && flagos_" +
@@ -220,9 +234,9 @@ class OpenCLDialect : public Dialect {
       s += "void flagos_group_welford" + sfx + "(" + t + "* mean, " + t + "* m2, " + t +
            "* w, __local " + t +
            "* s) {\n"
-           "  const uint l = get_local_id(0), G = FLAGOS_GROUP;\n"
+           "  const uint l = get_local_id(0) % FLAGOS_GROUP, G = FLAGOS_LOCAL;\n"
            "  s[l] = *mean; s[G + l] = *m2; s[2 * G + l] = *w; barrier(CLK_LOCAL_MEM_FENCE);\n"
-           "  for (uint h = G / 2; h > 0; h >>= 1) {\n"
+           "  for (uint h = FLAGOS_GROUP / 2; h > 0; h >>= 1) {\n"
            "    if (l < h) {\n"
            "      " +
            t + " m = s[l], q = s[G + l], n = s[2 * G + l];\n" + "      flagos_welford_combine" +

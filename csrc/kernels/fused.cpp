@@ -63,6 +63,7 @@ std::string fusedHelpers(bool fp64) {
 std::string fusedSerialMacros() {
   return "#define FLAGOS_RLOOP(r, n) for (FLAGOS_I64 r = 0; r < (n); ++r)\n"
          "#define FLAGOS_GROUP_LEADER 1\n"
+         "#define FLAGOS_STORE_OK 1\n"
          "#define FLAGOS_GROUP_SUM(S, v) (v)\n"
          "#define FLAGOS_GROUP_PROD(S, v) (v)\n"
          "#define FLAGOS_GROUP_MAX(S, v) (v)\n"
@@ -83,10 +84,11 @@ Source emitFused(const FusedKernel& k, const Dialect& dl) {
     if (k.group < 1 || (k.group & (k.group - 1)) != 0)
       throw std::invalid_argument("fused kernel '" + k.name +
                                   "': the group size must be a power of two");
+    if (k.rows < 1) throw std::invalid_argument("fused kernel '" + k.name + "': rows < 1");
   }
   std::ostringstream s;
   s << "/* flagos fused kernel (Note [Fused kernels]) */\n"
-    << dl.fusedPrelude(k.mode, k.group, k.fp64) << dl.fusedOpen(k.name, k.params, k.mode, k.group)
+    << dl.fusedPrelude(k.mode, k.group, k.rows, k.fp64) << dl.fusedOpen(k.name, k.params, k.mode)
     << k.body << dl.fusedClose(k.name, k.params);
   return Source{s.str(), k.name, dl.buildOptions(true)};
 }

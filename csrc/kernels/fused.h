@@ -16,10 +16,12 @@
 // A kernel runs one of three ways (FusedMode): one work item per element
 // (pointwise), one work item per output row with a serial reduction loop
 // (every dialect; the right layout when adjacent rows are adjacent in
-// memory), or one work-group per output row, the group's items striding
-// over the row and combining in local memory (dialects with work-groups;
-// the right layout when a row is contiguous). The launch geometry follows:
-// global = xnumel (times the group size), local = the group size.
+// memory), or a segment of a work-group per output row, the segment's lanes
+// striding over the row and combining in local memory (dialects with
+// work-groups; the right layout when a row is contiguous). A work-group holds
+// several short rows (`rows` segments of `group` lanes), since a work-group
+// costs PoCL more than its lanes do. The launch geometry follows: global =
+// xnumel (times group, rounded up to whole work-groups), local = group x rows.
 //
 // Note [Fused kernel bodies]
 // What a body may use, in either language:
@@ -37,8 +39,10 @@
 //    [0, n); FLAGOS_GROUP_<OP>(S, v) (OP: SUM PROD MAX MIN; S: f d i) is the
 //    value combined over the work-group, FLAGOS_GROUP_WELFORD(S, mean, m2,
 //    weight) and FLAGOS_GROUP_ARG{MAX,MIN}(S, v, idx) combine in place;
-//    FLAGOS_GROUP_LEADER is true in one item of the group (stores of reduced
-//    values). Outside GroupReduction the combines are identities.
+//    FLAGOS_GROUP_LEADER is true in one item of the segment (stores of reduced
+//    values); other stores are guarded by FLAGOS_STORE_OK (a segment past
+//    the last row computes the last row again and stores nothing). Outside
+//    GroupReduction the combines are identities and both guards are 1.
 //  - no return: the C frame loops over work items.
 #pragma once
 
@@ -56,7 +60,8 @@ struct FusedKernel {
                               // Scalar named "xnumel" bounds xindex
   std::string body;           // Note [Fused kernel bodies]
   FusedMode mode = FusedMode::Pointwise;
-  int group = 1;      // GroupReduction: the work-group size, a power of two
+  int group = 1;      // GroupReduction: lanes per row (a segment), a power of two
+  int rows = 1;       // GroupReduction: rows (segments) per work-group
   bool fp64 = false;  // the body uses double
 };
 

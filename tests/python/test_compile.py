@@ -267,9 +267,10 @@ def _kernels_of(fn, *args):
 
 
 def test_reductions_take_the_layout_their_memory_wants():
-    """Contiguous rows: a work-group per row where the language has work-groups
-    (opencl); reductions over a strided dim, and every reduction in C: an item per row."""
-    x = torch.randn(48, 40)
+    """Contiguous rows longer than 64: a segment of a work-group per row where the
+    language has work-groups (opencl); shorter rows, reductions over a strided dim
+    and every reduction in C: an item per row (Note [Reduction layouts of fused kernels])."""
+    x = torch.randn(48, 200)
     rows, (row_kernel,) = _kernels_of(lambda t: torch.softmax(t, -1), x.to("flagos"))
     cols, (col_kernel,) = _kernels_of(lambda t: t.sum(0), x.to("flagos"))
     _close(rows, torch.softmax(x, -1), "softmax")
@@ -277,14 +278,15 @@ def test_reductions_take_the_layout_their_memory_wants():
     groups = extension.language() == "opencl-c"
     assert row_kernel.mode == ("group" if groups else "item")
     assert col_kernel.mode == "item"
-    if groups:  # a power of two covering the 40-element row
-        assert row_kernel.group == 64 and "barrier" in row_kernel.source
+    if groups:  # segments of 16 lanes, 16 rows to a work-group
+        assert (row_kernel.group, row_kernel.rows) == (16, 16) and "barrier" in row_kernel.source
 
 
 def test_a_group_reduction_is_right_on_every_launch():
-    """Note [No return before a barrier]: PoCL 3.1 gave wrong rows in about half of
-    these launches when the kernel bounds-checked before its barriers."""
-    x = torch.randn(96, 12)
+    """Note [No return before a barrier]: segments past the last row recompute it
+    and store nothing; PoCL 3.1 gave wrong rows in about half the launches of a
+    group reduction that returned before its barriers instead."""
+    x = torch.randn(93, 100)  # 93 rows: the last work-group has segments past the end
     want = torch.softmax(x * 0.5, -1)
     compiled = torch.compile(lambda t: torch.softmax(t * 0.5, -1))
     xd = x.to("flagos")

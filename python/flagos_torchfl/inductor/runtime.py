@@ -65,6 +65,7 @@ class FusedKernel:
         self.params = [tuple(p) for p in spec["params"]]
         self.mode: str = spec["mode"]
         self.group: int = spec["group"]
+        self.rows: int = spec.get("rows", 1)
         core = _state.require_initialized()
         self._core = core
         self.language = core._custom_kernel_language()
@@ -75,6 +76,7 @@ class FusedKernel:
             spec["body"],
             self.mode,
             self.group,
+            self.rows,
             spec["fp64"],
         )
         self._is_ptr = [p[0] == "ptr" for p in self.params]
@@ -126,7 +128,8 @@ class FusedKernel:
             return
         handle = self._handle(device)
         if self.mode == "group":
-            global_, local = [xnumel * self.group], [self.group]
+            groups = (xnumel + self.rows - 1) // self.rows
+            global_, local = [groups * self.group * self.rows], [self.group * self.rows]
         elif self._work_groups:
             global_, local = [xnumel], [self._local[device]]
         else:
