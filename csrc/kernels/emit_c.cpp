@@ -78,6 +78,23 @@ typedef int64_t flagos_i64;
 #define FLAGOS_LD_BF16(p, i) flagos_bf2f((p)[i])
 #define FLAGOS_ST_BF16(p, i, v) ((p)[i] = flagos_f2bf((float)(v)))
 #define flagos_rsqrt(x) (1 / sqrt(x))
+/* Atomic adds (inductor's scatter stores): the plugin runs item ranges on
+   several threads. GCC/clang builtins; floats by compare-and-swap on bits. */
+#define FLAGOS_ATOMIC_ADD(S, p, v) flagos_atomic_add_##S((p), (v))
+static inline void flagos_atomic_add_i32(int32_t* p, int32_t v) {
+  __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+static inline void flagos_atomic_add_i64(int64_t* p, int64_t v) {
+  __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+static inline void flagos_atomic_add_f(float* p, float v) {
+  uint32_t old = __atomic_load_n((uint32_t*)p, __ATOMIC_RELAXED), next; float f;
+  do { memcpy(&f, &old, 4); f += v; memcpy(&next, &f, 4); }
+  while (!__atomic_compare_exchange_n((uint32_t*)p, &old, next, 1, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)); }
+static inline void flagos_atomic_add_d(double* p, double v) {
+  uint64_t old = __atomic_load_n((uint64_t*)p, __ATOMIC_RELAXED), next; double f;
+  do { memcpy(&f, &old, 8); f += v; memcpy(&next, &f, 8); }
+  while (!__atomic_compare_exchange_n((uint64_t*)p, &old, next, 1, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)); }
 )";
 
 class CDialect : public Dialect {

@@ -51,6 +51,24 @@ typedef long flagos_i64;
 #define FLAGOS_LD_BF16(p, i) flagos_bf2f((p)[i])
 #define FLAGOS_ST_BF16(p, i, v) ((p)[i] = flagos_f2bf((float)(v)))
 #define flagos_rsqrt rsqrt
+/* Atomic adds (inductor's scatter stores); floats by compare-and-swap on
+   their bits, 64-bit ones only with cl_khr_int64_base_atomics. */
+#define FLAGOS_ATOMIC_ADD(S, p, v) flagos_atomic_add_##S((p), (v))
+void flagos_atomic_add_i32(__global int* p, int v) { atomic_add((volatile __global int*)p, v); }
+void flagos_atomic_add_f(__global float* p, float v) {
+  volatile __global uint* a = (volatile __global uint*)p;
+  uint old = *a, prev;
+  do { prev = old; old = atomic_cmpxchg(a, prev, as_uint(as_float(prev) + v)); } while (old != prev); }
+#ifdef cl_khr_int64_base_atomics
+#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+void flagos_atomic_add_i64(__global long* p, long v) { atom_add((volatile __global long*)p, v); }
+#ifdef FLAGOS_FUSED_FP64
+void flagos_atomic_add_d(__global double* p, double v) {
+  volatile __global long* a = (volatile __global long*)p;
+  long old = *a, prev;
+  do { prev = old; old = atom_cmpxchg(a, prev, as_long(as_double(prev) + v)); } while (old != prev); }
+#endif
+#endif
 )";
 
 // GroupReduction: the items of a group stride over the row, then combine.

@@ -158,8 +158,9 @@ def test_graph_breaks_still_run_fused_kernels():
     _close(got, f(x), "graph break")
 
 
-def test_inductor_fallbacks_run_the_eager_operators():
-    """Random numbers, accumulating index stores and CPU scalars (graph_pass.py)."""
+def test_accumulating_stores_random_numbers_and_cpu_scalars():
+    """index_add / embedding backward add atomically inside fused kernels; random
+    draws run as eager flagos operators; a CPU scalar moves to the device (graph_pass.py)."""
     torch.manual_seed(0)
     emb_cpu = torch.nn.Embedding(10, 4)
     emb = copy.deepcopy(emb_cpu).to("flagos")
@@ -185,6 +186,20 @@ def test_inductor_fallbacks_run_the_eager_operators():
     )
     kept = (dropped != 0).float().mean().item()
     assert 0.4 < kept < 0.6 and set(dropped.unique().tolist()) <= {0.0, 2.0}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16])
+def test_scatter_add_with_repeated_indices(dtype):
+    """float32/int64: atomic adds in the fused kernel; bfloat16 (no atomic add):
+    the eager flagos operator."""
+    index = torch.tensor([[0, 1, 1, 3, 3, 3]]).expand(5, 6)
+    src = torch.arange(30).reshape(5, 6).to(dtype)
+    want = torch.zeros(5, 4, dtype=dtype).scatter_add(1, index, src)
+    f = torch.compile(
+        lambda s, i: torch.zeros(5, 4, dtype=s.dtype, device=s.device).scatter_add(1, i, s)
+    )
+    got = f(src.to("flagos"), index.to("flagos"))
+    assert torch.equal(got.cpu(), want)
 
 
 SECOND_PROCESS = """

@@ -69,11 +69,16 @@ def initial_seed() -> int:
     return _generator().initial_seed()
 
 
+# Generator state moves between host and device memory outside any graph:
+# dynamo would trace into these (they are not torch's) and fail on the CPU
+# state tensor (torch.random.fork_rng inside compiled code, checkpointing).
+@torch._disable_dynamo
 def get_rng_state(device: Any = "flagos") -> torch.Tensor:
     """The generator state of `device` as a CPU uint8 tensor."""
     return _generator(device).get_state()
 
 
+@torch._disable_dynamo
 def set_rng_state(new_state: torch.Tensor, device: Any = "flagos") -> None:
     """Restore a state returned by get_rng_state()."""
     _generator(device).set_state(new_state.clone())

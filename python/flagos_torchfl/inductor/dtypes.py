@@ -92,6 +92,20 @@ def store(dtype: torch.dtype, ptr: str, index: str, value: object) -> str:
     return f"{ptr}[{index}] = ({_COMPUTE[dtype]})({value});"
 
 
+# Atomic adds a fused kernel can store (csrc/kernels/emit_*.cpp, FLAGOS_ATOMIC_ADD).
+_ATOMIC = {torch.float32: "f", torch.float64: "d", torch.int32: "i32", torch.int64: "i64"}
+
+
+def atomic_add_supported(dtype: torch.dtype) -> bool:
+    return dtype in _ATOMIC
+
+
+def atomic_add(dtype: torch.dtype, ptr: str, index: str, value: object) -> str:
+    if dtype not in _ATOMIC:
+        raise NotImplementedError(f"flagos fused kernels: atomic add of {dtype}")
+    return f"FLAGOS_ATOMIC_ADD({_ATOMIC[dtype]}, &{ptr}[{index}], ({_COMPUTE[dtype]})({value}));"
+
+
 def accumulate_dtype(src: torch.dtype, reduction_type: str) -> torch.dtype:
     """Floats accumulate in float (double for double), everything else in int64."""
     if src == torch.float64:

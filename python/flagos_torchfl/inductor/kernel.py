@@ -465,12 +465,13 @@ class FlagosKernel(SIMDKernel):
         return self.cse.generate(self.loads, line, dtype=dtype)
 
     def store(self, name: str, index: sympy.Expr, value: CSEVariable, mode: Any = None) -> None:
-        if mode is not None:
+        if mode not in (None, "atomic_add"):
             raise NotImplementedError(f"flagos fused kernels: store mode {mode}")
         var = self.args.output(name)
         index = self.prepare_indexing(index)
         self._note_stride(index)
-        line = dtypes.store(V.graph.get_dtype(name), var, self.index_to_str(index), value)
+        write = dtypes.store if mode is None else dtypes.atomic_add
+        line = write(V.graph.get_dtype(name), var, self.index_to_str(index), value)
         buffer = self.compute if self.inside_reduction else self.stores
         # A segment past the last row recomputes it and stores nothing (fused.h).
         buffer.writeline(DeferredLine(name, f"if (FLAGOS_STORE_OK) {line}"))
