@@ -88,7 +88,8 @@ class CDialect : public Dialect {
     if (d == FLAGOS_DTYPE_BFLOAT16) return ptr + "[" + i + "] = flagos_f2bf((float)(" + v + "));";
     return ptr + "[" + i + "] = (" + storageType(d) + ")(" + v + ");";
   }
-  std::string open(const std::string& name, const std::vector<Param>& params) const override {
+  std::string open(const std::string& name, const std::vector<Param>& params, Items items,
+                   uint64_t) const override {
     std::string s = "void " + name + "(void* const* args, uint64_t begin, uint64_t end) {\n";
     for (size_t k = 0; k < params.size(); ++k) {
       const Param& p = params[k];
@@ -103,17 +104,31 @@ class CDialect : public Dialect {
              ");\n";
       }
     }
+    if (items == Items::Range) {
+      return s + "  const int64_t rbegin = (int64_t)begin;\n" +
+             "  const int64_t rend = (int64_t)end < meta.work ? (int64_t)end : meta.work;\n";
+    }
     return s + "  for (uint64_t item = begin; item < end; ++item) {\n" +
            "  const int64_t gid = (int64_t)item;\n  if (gid >= meta.work) continue;\n";
+  }
+  bool hasRanges() const override { return true; }
+  std::string simdLoop(const std::string& reductions) const override {
+    return "#pragma omp simd" + (reductions.empty() ? "" : " reduction(" + reductions + ")");
   }
   const char* skip() const override { return "continue"; }
   // Serial: torch CPU's order, so duplicate indices give torch's result.
   bool parallelScatters() const override { return false; }
   // The host plugin's cc runs -O2, whose cost model does not vectorize
-  // loops that need alias checks; specialized kernels are worth -O3.
-  std::string buildOptions(bool specialized) const override { return specialized ? "-O3" : ""; }
-  std::string close(const std::string& name, const std::vector<Param>& params) const override {
-    return "  }\n}\nconst int " + name + "_num_args = " + std::to_string(params.size()) + ";\n";
+  // loops that need alias checks; specialized kernels are worth -O3, and the
+  // `omp simd` loops of reductions (Note [Reduction strategies]) need
+  // -fopenmp-simd.
+  std::string buildOptions(bool specialized) const override {
+    return specialized ? "-O3 -fopenmp-simd" : "-fopenmp-simd";
+  }
+  std::string close(const std::string& name, const std::vector<Param>& params,
+                    Items items) const override {
+    return std::string(items == Items::Range ? "" : "  }\n") + "}\nconst int " + name +
+           "_num_args = " + std::to_string(params.size()) + ";\n";
   }
 };
 
