@@ -9,8 +9,9 @@
 - the generated tier (a fresh process per backend: host's C dialect with the
   operators routed to it, and opencl): the float erf formula and pow's
   scalar-exponent cases (Note [Fast paths of the generator's math]), the
-  one-exp softmax, and the reductions and row operators of Note [Reduction
-  strategies].
+  one-exp softmax, the C dialect's vector math (glibc's libmvec: Note [Vector
+  math in generated C]), and the reductions and row operators of Note
+  [Reduction strategies].
 
 Tolerances: against CPU's float64 result, 1e-6 absolute / 1.3e-6 relative
 (float32's assert_close defaults): SLEEF's functions are 1-ULP, and the erf
@@ -174,6 +175,11 @@ pos = x.abs() + 0.25
 cases = {
     "erf": (torch.erf, x),
     "gelu": (F.gelu, x),
+    "exp": (torch.exp, x),
+    "log": (torch.log, pos),
+    "tanh": (torch.tanh, x),
+    "sigmoid": (torch.sigmoid, x),
+    "silu": (F.silu, x),
     "softmax": (lambda t: torch.softmax(t.reshape(1, -1), -1), x.nan_to_num(0.0, 50.0, -50.0)),
 }
 for e in (2.0, 3.0, 0.5, -0.5, -1.0, -2.0, 2.5, 1.0):
@@ -194,7 +200,10 @@ worst["_tiers"] = {op: row for op, row in ft.op_stats().items() if row.get("gene
 print(json.dumps(worst))
 """
 
-ROUTES = {f"FLAGOS_OP_{op}": "generated" for op in ("ERF", "GELU", "SOFTMAX", "POW_SCALAR")}
+ROUTES = {
+    f"FLAGOS_OP_{op}": "generated"
+    for op in ("ERF", "GELU", "SOFTMAX", "POW_SCALAR", "EXP", "LOG", "TANH", "SIGMOID", "SILU")
+}
 
 
 def check_generated(out: str) -> None:
