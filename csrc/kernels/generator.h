@@ -172,7 +172,8 @@ struct Launch {
   std::vector<uint8_t> meta;    // the flagos_meta struct's bytes
   std::vector<uint8_t> scalar_bytes;
   uint64_t global = 0;  // work items (0: nothing to launch)
-  uint64_t local = 0;   // the target's local size (0: none given)
+  uint64_t local = 0;   // the target's local size (0: none given); "c"
+                        // reductions: fewer items, each reducing many
   // Note [Reduction strategies] (reduce.cpp): the ReduceStrategy of a
   // reduction or row operator's launch (1 rows, 2 columns, 3 group), else 0.
   uint8_t strategy = 0;

@@ -1,5 +1,6 @@
 // pack(): a call's kernelLaunch arguments, and the flagos_meta layout the
 // emitters declare (Note [Launch convention of generated kernels]).
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/recipe.h"
@@ -152,6 +153,13 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
         lanes = static_cast<int64_t>(group / per);
         out->global = static_cast<uint64_t>(work) / per * group;
         out->local = group;
+      } else if (groupSize(target) == 0 && target.local_size > 0) {
+        // "c": local is the smallest range a thread takes (compiler.h), in
+        // items; an item here reduces `count` elements, so the same work a
+        // chunk is fewer items (else a sum over 4096 rows of 4096 ran on one
+        // thread: 4096 items, below two chunks).
+        const uint64_t count = static_cast<uint64_t>(std::max<int64_t>(l.count, 1));
+        out->local = std::max<uint64_t>(1, target.local_size / count);
       }
       meta.push_back(lanes);
       break;

@@ -513,7 +513,8 @@ TEST(OpenCLReductions, KernelsTakeTheirStrategy) {
 TEST(OpenCLReductions, LaunchGeometryFollowsTheStrategy) {
   const flagosDtype_t f32 = FLAGOS_DTYPE_FLOAT32;
   auto r = recipeFor("sum");
-  auto launch = [&](std::vector<int64_t> shape, uint64_t mask, uint64_t local) {
+  auto launch = [&](std::vector<int64_t> shape, uint64_t mask, uint64_t local,
+                    const char* language = "opencl-c") {
     HostTensor x = HostTensor::contiguous(f32, shape);
     std::vector<int64_t> kept;
     for (size_t d = 0; d < shape.size(); ++d)
@@ -523,7 +524,7 @@ TEST(OpenCLReductions, LaunchGeometryFollowsTheStrategy) {
     std::vector<flagosScalar> s = reduceScalars(*r, mask);
     Call call{&o, 1, &i, 1, s.data(), (int32_t)s.size()};
     Launch l;
-    pack(*r, call, Target{"opencl-c", true, local}, &l);
+    pack(*r, call, Target{language, true, local}, &l);
     return std::make_pair(l.global, l.local);
   };
   // Group: segments of 32 in a group of 256 where the rows divide into 8
@@ -539,6 +540,10 @@ TEST(OpenCLReductions, LaunchGeometryFollowsTheStrategy) {
   EXPECT_EQ(launch({100, 16}, 2, 256), std::make_pair(uint64_t{100}, uint64_t{256}));
   // An odd group size: one segment a group.
   EXPECT_EQ(launch({100, 4096}, 2, 7), std::make_pair(uint64_t{100 * 7}, uint64_t{7}));
+  // "c": an item per output, the smallest chunk a thread takes shrunk by
+  // the elements an item reduces (4096 rows of 4096 are not one chunk).
+  EXPECT_EQ(launch({4096, 4096}, 2, 4096, "c"), std::make_pair(uint64_t{4096}, uint64_t{1}));
+  EXPECT_EQ(launch({100, 16}, 2, 4096, "c"), std::make_pair(uint64_t{100}, uint64_t{256}));
 }
 
 // --- index / shape recipes (csrc/kernels/index.cpp) -----------------------
