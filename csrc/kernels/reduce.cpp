@@ -19,26 +19,35 @@
 //     rows of 4096, groups of 256): a whole group per row ran softmax in
 //     37-44 ms, segments of 16-32 items in 13-14 ms; without vector loads
 //     a row sum took 8-16 ms, with them 3-6 ms (copy: 8-10 ms). A segment
-//     of kSegment items is one warp on a GPU.
+//     of kSegment items is one warp on a GPU. A launch holds whole groups
+//     of rows (segmentsPerGroup divides the row count; meta.lanes is the
+//     segment's size): PoCL 3.1 ran the stores of segments past the work,
+//     clamped onto the last row, although `if (live)` skipped them (a
+//     softmax's last row came out scaled twice), and with a zero trip count
+//     for them it corrupted live rows.
 //   - Rows otherwise (no groups, or rows shorter than kMinGroupRow, where
 //     most of a segment would idle): one work item walks its output's
 //     elements; "c" gives the contiguous walk `#pragma omp simd` with the
 //     reduction as a clause, so the compiler keeps independent
 //     accumulators in vector lanes (a single `acc += x` chain cannot be
 //     reordered: one add per add latency).
-// * a kept dim is innermost (sum(0) of a row-major matrix, softmax over a
-//   leading dim): Columns: neighbouring work items own neighbouring outputs,
-//   so one step of all of them reads one contiguous stretch.
-//   - OpenCL: reductions give each item vectorWidth() neighbouring outputs
-//     (vector loads on contiguous data), row operators one row; a barrier
-//     after every kTile elements (Items::Uniform) makes PoCL run the
-//     group's items innermost, vectorized, instead of one item's whole
-//     strided column after another (sum(0) of 4096x4096: 156 ms serial,
-//     12-14 ms tiled, 4-5 ms tiled with 8 outputs an item).
+// * a kept dim is innermost (sum(0) of a row-major matrix): Columns:
+//   neighbouring work items own neighbouring outputs, so one step of all of
+//   them reads one contiguous stretch.
+//   - OpenCL: each item owns vectorWidth() neighbouring outputs (vector
+//     loads on contiguous data); a barrier after every kTile elements
+//     (Items::Uniform) makes PoCL run the group's items innermost,
+//     vectorized, instead of one item's whole strided column after another
+//     (sum(0) of 4096x4096: 156 ms serial, 12-14 ms tiled, 4-5 ms tiled
+//     with 8 outputs an item). Items past the work compute the last real
+//     item's outputs and store the same values.
 //   - "c": a block of up to kBlock neighbouring outputs (Items::Range): for
 //     each reduced element the block's row slice is added into an
-//     accumulator row, a contiguous loop the compiler vectorizes. Row
-//     operators over a leading dim walk their strided rows (Rows).
+//     accumulator row, a contiguous loop the compiler vectorizes.
+//   Row operators over a leading dim (softmax(x, 0)) take Rows instead: one
+//   item per strided row. Their Columns form would rewrite the output
+//   (softmax scales it in place) from items past the work too, which PoCL
+//   did not reliably skip (above).
 // Floating sums accumulate in double where the target has it (float
 // otherwise); row operators compute elements in their own precision (float
 // for float32 and the 16-bit types) and accumulate sums in double. The order
