@@ -24,7 +24,29 @@ struct Param {
 enum class FusedMode {
   Pointwise,       // one work item per element
   ItemReduction,   // one work item per output row; the reduction is a serial loop
-  GroupReduction,  // one work-group per output row, combined in local memory
+  GroupReduction,  // a segment of a work-group per output row, combined in local memory
+};
+
+// How a kernel's work items map onto its work (Note [Reduction strategies]
+// in reduce.cpp). Every mode defines `gid` (int64) for the body.
+enum class Items : uint8_t {
+  // gid: the work item; items past meta.work leave at once (skip()).
+  PerItem,
+  // Every item of a work-group runs the whole body, so the body may use
+  // barrier(): gid is clamped to the last real item (meta.work > 0) and
+  // `live` (int) says whether this item is a real one. Dialects with groups.
+  Uniform,
+  // Segments of a work-group, one unit of work each: the group's
+  // `group_size` items form segments of `lanes` (int, meta.lanes: divides
+  // the group size) items; gid is the segment's unit, `lane` (int) the
+  // item's index in its segment, `seg` (int) the segment's index in the
+  // group. Every segment of a launched group has work (the launch holds
+  // whole groups of them), so the body may use barrier(). The group size
+  // is baked in (reqd_work_group_size).
+  Group,
+  // C only: the body walks its items itself, over [rbegin, rend) (int64),
+  // already clipped to meta.work; gid is not defined.
+  Range,
 };
 
 class Dialect {
@@ -43,12 +65,81 @@ class Dialect {
   virtual std::string store(flagosDtype_t dtype, const std::string& ptr, const std::string& index,
                             const std::string& value) const = 0;
   // The kernel's signature and preamble: pointers named after the params,
-  // `meta`, the scalars, and the work item `gid` (int64) in scope, valid
-  // (checked against meta.work). close() ends what open() began.
-  virtual std::string open(const std::string& name, const std::vector<Param>& params) const = 0;
+  // `meta`, the scalars, and the work item `gid` (int64) in scope as
+  // @p items says (PerItem: valid, checked against meta.work). close()
+  // ends what open() began; @p group_size: Items::Group's.
+  virtual std::string open(const std::string& name, const std::vector<Param>& params, Items items,
+                           uint64_t group_size) const = 0;
   // Statement leaving the current work item (C: continue, OpenCL: return).
   virtual const char* skip() const = 0;
-  virtual std::string close(const std::string& name, const std::vector<Param>& params) const = 0;
+  virtual std::string close(const std::string& name, const std::vector<Param>& params,
+                            Items items) const = 0;
+  // Whether kernels of this language run in work-groups with local memory
+  // and barriers (Items::Uniform and Items::Group).
+  virtual bool hasGroups() const { return false; }
+  // Whether the body walks a range of items itself (Items::Range).
+  virtual bool hasRanges() const { return false; }
+  // A statement every item of a work-group must reach together.
+  virtual std::string barrier() const { return ""; }
+  // A declaration of group-shared scratch memory (in the kernel's body).
+  virtual std::string localArray(const std::string& type, const std::string& name,
+                                 uint64_t count) const {
+    return "";
+  }
+  // Note [Work-group combine helpers]: file-scope helpers combining one
+  // value per work item into one result that every item receives:
+  //   T flagos_group_<op>_<t>(T value, __local T* scratch)
+  //     over the whole work-group;
+  //   T flagos_segment_<op>_<t>(T value, __local T* scratch, int lane, int lanes)
+  //     over the `lanes` items of one segment (Items::Group), `lane` being
+  //     the caller's index in it and scratch that segment's own;
+  // for op in sum, prod, max, min and t in f (float), d (double, only with
+  // @p fp64) and l (int64); max/min propagate NaN as flagos_max/min do.
+  // scratch holds groupScratch(lanes) values of T (localArray). Every item
+  // of the work-group must call (they contain barriers), each segment with
+  // its own scratch; the scratch may be reused as soon as the call returns.
+  // A two-level tree of radix 8 (any number of lanes works): three
+  // barriers, where a binary tree over 256 items takes nine, and on PoCL
+  // each barrier costs about as much as the loads of a 4 KiB row.
+  // "" where the dialect has no groups.
+  virtual std::string groupPrelude(bool fp64) const { return ""; }
+  // Elements one work item loads at once from contiguous memory
+  // (loadVector), 1 where the dialect has no vector types.
+  virtual int vectorWidth() const { return 1; }
+  // An expression loading vectorWidth() contiguous elements of @p dtype
+  // from element @p index of @p ptr as a vector of @p type ("float",
+  // "double" or the int64 type): `float8` in OpenCL.
+  virtual std::string loadVector(flagosDtype_t dtype, const std::string& ptr,
+                                 const std::string& index, const std::string& type) const {
+    return "";
+  }
+  // The vector forms of `type` and of the operations on them the reduction
+  // kernels use (meaningful when vectorWidth() > 1):
+  // the vector type; a statement storing @p value (a vector of float or
+  // double) as vectorWidth() elements of @p dtype at @p index; lane @p k of
+  // @p value; @p value converted to a vector of @p type; the NaN-propagating
+  // max (or min) of two vectors of @p type; 1 where a lane of @p value is
+  // nonzero (NaN included), else 0, as a vector of the int64 type.
+  virtual std::string vectorType(const std::string& type) const { return type; }
+  virtual std::string storeVector(flagosDtype_t dtype, const std::string& ptr,
+                                  const std::string& index, const std::string& value,
+                                  const std::string& type) const {
+    return "";
+  }
+  virtual std::string vectorLane(const std::string& value, int k) const { return value; }
+  virtual std::string convertVector(const std::string& type, const std::string& value) const {
+    return value;
+  }
+  virtual std::string vectorMaxMin(bool max, const std::string& type, const std::string& a,
+                                   const std::string& b) const {
+    return "";
+  }
+  virtual std::string vectorTruth(const std::string& value) const { return ""; }
+  // A line placed before a loop whose iterations are independent except
+  // for @p reductions ("+:acc", "max:m"), so that the compiler vectorizes
+  // it (C: `#pragma omp simd`, built with -fopenmp-simd); "" where the
+  // language vectorizes across work items instead.
+  virtual std::string simdLoop(const std::string& reductions) const { return ""; }
   // A statement adding @p value to element @p index atomically ("" where
   // the dialect has none; index.cpp only asks for float32/64, int32/64).
   virtual std::string atomicAdd(flagosDtype_t dtype, const std::string& ptr,
@@ -67,8 +158,7 @@ class Dialect {
   // code (the generated tier's fp64 probe); "" where double always builds.
   virtual std::string fp64Probe() const { return ""; }
 
-  // Fused kernels (fused.h). Whether FusedMode::GroupReduction exists here.
-  virtual bool workGroups() const { return false; }
+  // Fused kernels (fused.h); FusedMode::GroupReduction needs hasGroups().
   // File-scope text before a fused kernel: the prelude, the neutral body's
   // types and macros for @p mode (Note [Fused kernel bodies]).
   // @p group lanes serve one row, @p rows rows share a work-group.
@@ -100,6 +190,37 @@ std::string fusedSerialMacros();
 // lower-case word by @p suffix: helpers written once per float type.
 std::string instantiate(const std::string& text, const std::string& type,
                         const std::string& suffix);
+
+// Index arithmetic shared by the emitters: statements that split work index
+// @p index over dims (runtime: the meta arrays `meta.<size_field>[d]`,
+// `meta.<stride_field>[d]` per operand; baked: @p sizes / @p strides as
+// constants) and add each operand's offset to `offsets[op]`.
+struct IndexPlan {
+  std::string index;                       // variable holding the linear index
+  std::string count_field;                 // meta field with the number of dims
+  std::string size_field;                  // meta field with the sizes
+  std::vector<std::string> stride_fields;  // per operand: "kst[1]" etc.
+  std::vector<std::string> offsets;        // per operand: variable to add to
+};
+std::string indexCode(const IndexPlan& p, bool baked, const std::vector<int64_t>& sizes,
+                      const std::vector<std::vector<int64_t>>& strides, const std::string& i64,
+                      const std::string& tmp);
+// An int64 literal in the dialect's int64 type.
+std::string int64Literal(int64_t v, const std::string& i64);
+
+// The values of T a combine helper's scratch holds for @p lanes items
+// (Note [Work-group combine helpers]).
+inline uint64_t groupScratch(uint64_t lanes) {
+  return lanes + 1 + (lanes + 7) / 8;
+}
+
+// Reductions and row operators (reduce.cpp, Note [Reduction strategies]):
+// how their kernels' work items are laid out, and their bodies.
+Items reduceItems(const Recipe& recipe, const Signature& sig, const Target& target);
+std::string reduceBody(const Recipe& recipe, const Signature& sig, bool baked, const Dialect& dl,
+                       const Target& target);
+std::string rowBody(const Recipe& recipe, const Signature& sig, bool baked, const Dialect& dl,
+                    const Target& target);
 
 // Index / shape kernels (index.cpp): file-scope lines (pragmas) and body.
 std::string indexPrelude(const Recipe& recipe, const Signature& sig, const Dialect& dl);

@@ -97,15 +97,49 @@ static inline void flagos_atomic_add_d(double* p, double v) {
                                       __ATOMIC_RELAXED)); }
 )";
 
+// Note [Vector math in generated C]
+// A loop calling libm's scalar exp/tanh/log stays scalar: 16M sigmoids took
+// 180 ms, a tanh-gelu 1.3 s, against 35 ms for a copy. Declared with GCC's
+// `simd` attribute (as glibc's own math-vector.h does under -ffast-math),
+// these functions get vectorized by the loop vectorizer into calls of
+// glibc's vector math library libmvec (_ZGVdN8v_expf: 1-4 ulp, the
+// variant of the target ISA; linked through libm's AS_NEEDED libmvec), and
+// only with -fno-math-errno (buildOptions; nothing reads errno) and -O3.
+// Measured on 16M floats, AVX-512, one thread: sigmoid 180 -> 50 ms, tanh
+// gelu 1300 -> 55 ms, log 210 -> 45 ms. SLEEF's GNU-ABI library exports the
+// same names, but loaded next to libmvec (which -lm pulls in) its IFUNCs
+// crashed the process; a polynomial exp of our own vectorized too but ran
+// sigmoid in 75-100 ms. glibc >= 2.35 has every function below; elsewhere
+// (clang, other libcs, other CPUs) the code is the same, only scalar.
+const char* kVectorMath =
+    R"(#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+#define FLAGOS_VEC(fn) __attribute__((simd("notinbranch"))) float fn##f(float); \
+                       __attribute__((simd("notinbranch"))) double fn(double);
+#define FLAGOS_VEC2(fn) __attribute__((simd("notinbranch"))) float fn##f(float, float); \
+                        __attribute__((simd("notinbranch"))) double fn(double, double);
+FLAGOS_VEC(exp) FLAGOS_VEC(exp2) FLAGOS_VEC(exp10) FLAGOS_VEC(expm1) FLAGOS_VEC(log)
+FLAGOS_VEC(log2) FLAGOS_VEC(log10) FLAGOS_VEC(log1p) FLAGOS_VEC(sin) FLAGOS_VEC(cos)
+FLAGOS_VEC(tan) FLAGOS_VEC(asin) FLAGOS_VEC(acos) FLAGOS_VEC(atan) FLAGOS_VEC(sinh)
+FLAGOS_VEC(cosh) FLAGOS_VEC(tanh) FLAGOS_VEC(asinh) FLAGOS_VEC(acosh) FLAGOS_VEC(atanh)
+FLAGOS_VEC(erf) FLAGOS_VEC(erfc) FLAGOS_VEC(cbrt) FLAGOS_VEC2(pow) FLAGOS_VEC2(atan2)
+FLAGOS_VEC2(hypot)
+#undef FLAGOS_VEC
+#undef FLAGOS_VEC2
+#endif
+)";
+
 class CDialect : public Dialect {
  public:
   std::string int64Type() const override { return "int64_t"; }
   std::string prelude(bool fp64) const override {
-    // tgmath.h: exp(float) is expf, as OpenCL's overloads.
-    return std::string(
-               "#include <stdint.h>\n#include <string.h>\n#include <tgmath.h>\n"
-               "#define FLAGOS_I64 int64_t\n#define FLAGOS_U64 uint64_t\n"
-               "#define FLAGOS_FN static inline\n") +
+    // tgmath.h: exp(float) is expf, as OpenCL's overloads; the vector
+    // declarations come before its macros.
+    return std::string("#include <stdint.h>\n#include <string.h>\n#include <math.h>\n") +
+           kVectorMath +
+           "#include <tgmath.h>\n"
+           "#define FLAGOS_I64 int64_t\n#define FLAGOS_U64 uint64_t\n"
+           "#define FLAGOS_FN static inline\n" +
            kHalfHelpers + commonHelpers(true);
   }
   std::string load(flagosDtype_t d, const std::string& ptr, const std::string& i) const override {
@@ -119,18 +153,37 @@ class CDialect : public Dialect {
     if (d == FLAGOS_DTYPE_BFLOAT16) return ptr + "[" + i + "] = flagos_f2bf((float)(" + v + "));";
     return ptr + "[" + i + "] = (" + storageType(d) + ")(" + v + ");";
   }
-  std::string open(const std::string& name, const std::vector<Param>& params) const override {
-    return header(name, params) + "  for (uint64_t item = begin; item < end; ++item) {\n" +
-           "  const int64_t gid = (int64_t)item;\n  if (gid >= meta.work) continue;\n";
+  std::string open(const std::string& name, const std::vector<Param>& params, Items items,
+                   uint64_t) const override {
+    const std::string s = header(name, params);
+    if (items == Items::Range) {
+      return s + "  const int64_t rbegin = (int64_t)begin;\n" +
+             "  const int64_t rend = (int64_t)end < meta.work ? (int64_t)end : meta.work;\n";
+    }
+    // The bound in the loop's condition, not a test in its body: a loop
+    // whose body is conditional does not vectorize the calls in it (Note
+    // [Vector math in generated C]).
+    return s + "  const uint64_t stop = (int64_t)end < meta.work ? end : (uint64_t)meta.work;\n" +
+           "  for (uint64_t item = begin; item < stop; ++item) {\n" +
+           "  const int64_t gid = (int64_t)item;\n";
+  }
+  bool hasRanges() const override { return true; }
+  std::string simdLoop(const std::string& reductions) const override {
+    return "#pragma omp simd" + (reductions.empty() ? "" : " reduction(" + reductions + ")");
   }
   const char* skip() const override { return "continue"; }
   // Serial: torch CPU's order, so duplicate indices give torch's result.
   bool parallelScatters() const override { return false; }
   // The host plugin's cc runs -O2, whose cost model does not vectorize
-  // loops that need alias checks; specialized kernels are worth -O3.
-  std::string buildOptions(bool specialized) const override { return specialized ? "-O3" : ""; }
-  std::string close(const std::string& name, const std::vector<Param>& params) const override {
-    return "  }\n}\nconst int " + name + "_num_args = " + std::to_string(params.size()) + ";\n";
+  // loops that need alias checks or call vector math: -O3, and Note
+  // [Vector math in generated C] and the `omp simd` loops of reductions
+  // (Note [Reduction strategies]) need the other two. Generic kernels too:
+  // they run every new shape until its specialized kernel is ready.
+  std::string buildOptions(bool) const override { return "-O3 -fno-math-errno -fopenmp-simd"; }
+  std::string close(const std::string& name, const std::vector<Param>& params,
+                    Items items) const override {
+    return std::string(items == Items::Range ? "" : "  }\n") + "}\nconst int " + name +
+           "_num_args = " + std::to_string(params.size()) + ";\n";
   }
 
   std::string fusedPrelude(FusedMode, int, int, bool) const override {
@@ -138,12 +191,14 @@ class CDialect : public Dialect {
   }
   std::string fusedOpen(const std::string& name, const std::vector<Param>& params,
                         FusedMode) const override {
+    // The bound in the loop's condition (Note [Vector math in generated C]).
     return header(name, params) +
-           "  for (uint64_t flagos_item = begin; flagos_item < end; ++flagos_item) {\n"
-           "  const int64_t xindex = (int64_t)flagos_item;\n  if (xindex >= xnumel) continue;\n";
+           "  const uint64_t flagos_stop = (int64_t)end < xnumel ? end : (uint64_t)xnumel;\n"
+           "  for (uint64_t flagos_item = begin; flagos_item < flagos_stop; ++flagos_item) {\n"
+           "  const int64_t xindex = (int64_t)flagos_item;\n";
   }
   std::string fusedClose(const std::string& name, const std::vector<Param>& params) const override {
-    return close(name, params);
+    return close(name, params, Items::PerItem);
   }
 
  private:

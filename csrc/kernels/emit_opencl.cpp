@@ -87,6 +87,55 @@ const char* kGroupMacros =
 #define FLAGOS_GROUP_ARGMIN(S, v, i) flagos_group_argmin##S(&(v), &(i), FLAGOS_SEG(flagos_scratch_##S), FLAGOS_SEG(flagos_scratch_i + 2 * FLAGOS_LOCAL))
 )";
 
+// Note [Work-group combine helpers] (emit.h) for one type: the first level
+// folds runs of 8 values into s[lanes + 1 ...], the second (lane 0) those
+// into s[lanes], which every lane then reads; the next call writes s[lane]
+// before its first barrier, so no trailing barrier is needed.
+std::string groupHelpers(const std::string& t, const std::string& suffix) {
+  const bool floating = t != "long";
+  const std::string max = floating ? "flagos_max" + suffix : "flagos_imax";
+  const std::string min = floating ? "flagos_min" + suffix : "flagos_imin";
+  std::string out;
+  for (const auto& [op, expr] :
+       std::vector<std::pair<std::string, std::string>>{{"sum", "r + s[k]"},
+                                                        {"prod", "r * s[k]"},
+                                                        {"max", max + "(r, s[k])"},
+                                                        {"min", min + "(r, s[k])"}}) {
+    const std::string seg = "flagos_segment_" + op + "_" + suffix;
+    out += t + " " + seg + "(" + t + " v, __local " + t +
+           "* s, int lane, int n) {\n"
+           "  const int m = (n + 7) / 8;\n"
+           "  s[lane] = v;\n"
+           "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+           "  if (lane < m) {\n"
+           "    " +
+           t +
+           " r = s[lane * 8];\n"
+           "    for (int k = lane * 8 + 1; k < lane * 8 + 8 && k < n; ++k) r = " +
+           expr +
+           ";\n"
+           "    s[n + 1 + lane] = r;\n"
+           "  }\n"
+           "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+           "  if (lane == 0) {\n"
+           "    " +
+           t +
+           " r = s[n + 1];\n"
+           "    for (int k = n + 2; k < n + 1 + m; ++k) r = " +
+           expr +
+           ";\n"
+           "    s[n] = r;\n"
+           "  }\n"
+           "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+           "  return s[n]; }\n" +
+           t + " flagos_group_" + op + "_" + suffix + "(" + t + " v, __local " + t +
+           "* s) {\n"
+           "  return " +
+           seg + "(v, s, (int)get_local_id(0), (int)get_local_size(0)); }\n";
+  }
+  return out;
+}
+
 class OpenCLDialect : public Dialect {
  public:
   std::string int64Type() const override { return "long"; }
@@ -107,9 +156,92 @@ class OpenCLDialect : public Dialect {
     if (d == FLAGOS_DTYPE_BFLOAT16) return ptr + "[" + i + "] = flagos_f2bf((float)(" + v + "));";
     return ptr + "[" + i + "] = (" + storageType(d) + ")(" + v + ");";
   }
-  std::string open(const std::string& name, const std::vector<Param>& params) const override {
-    return header(name, params) +
-           "  const long gid = (long)get_global_id(0);\n  if (gid >= meta.work) return;\n";
+  std::string open(const std::string& name, const std::vector<Param>& params, Items items,
+                   uint64_t group_size) const override {
+    const std::string sig = signature(params), setup = pointers(params);
+    switch (items) {
+      case Items::Uniform:
+        // Every item stays for the barriers; work == 0: a launch with
+        // zeroed meta and NULL pointers (Note [First launch]).
+        return "__kernel void " + name + "(" + sig + ") {\n" + setup +
+               "  if (meta.work <= 0) return;\n"
+               "  const long gid_ = (long)get_global_id(0);\n"
+               "  const int live = gid_ < meta.work;\n"
+               "  const long gid = live ? gid_ : meta.work - 1;\n";
+      case Items::Group: {
+        const std::string g = std::to_string(group_size);
+        return "__kernel __attribute__((reqd_work_group_size(" + g + ", 1, 1))) void " + name +
+               "(" + sig + ") {\n" + setup +
+               "  if (meta.work <= 0) return;\n"
+               "  const int lid = (int)get_local_id(0), lanes = (int)meta.lanes;\n"
+               "  const int seg = lid / lanes, lane = lid % lanes;\n"
+               "  const long gid = (long)get_group_id(0) * (" +
+               g +
+               " / lanes) + seg;\n"
+               "  if (gid >= meta.work) return;\n";
+      }
+      default:
+        return "__kernel void " + name + "(" + sig + ") {\n" + setup +
+               "  const long gid = (long)get_global_id(0);\n  if (gid >= meta.work) return;\n";
+    }
+  }
+  bool hasGroups() const override { return true; }
+  std::string barrier() const override { return "barrier(CLK_LOCAL_MEM_FENCE);"; }
+  std::string localArray(const std::string& type, const std::string& name,
+                         uint64_t count) const override {
+    return "__local " + type + " " + name + "[" + std::to_string(count) + "];";
+  }
+  int vectorWidth() const override { return 8; }
+  std::string loadVector(flagosDtype_t d, const std::string& ptr, const std::string& i,
+                         const std::string& type) const override {
+    std::string raw, raw_type;
+    switch (d) {
+      case FLAGOS_DTYPE_FLOAT16:
+        raw = "vload_half8(0, " + ptr + " + " + i + ")", raw_type = "float";
+        break;
+      case FLAGOS_DTYPE_BFLOAT16:
+        raw = "as_float8(convert_uint8(vload8(0, " + ptr + " + " + i + ")) << 16)";
+        raw_type = "float";
+        break;
+      default:
+        raw = "vload8(0, " + ptr + " + " + i + ")", raw_type = storageType(d);
+        break;
+    }
+    return raw_type == type ? raw : "convert_" + type + "8(" + raw + ")";
+  }
+  std::string vectorType(const std::string& type) const override { return type + "8"; }
+  std::string storeVector(flagosDtype_t d, const std::string& ptr, const std::string& i,
+                          const std::string& v, const std::string& type) const override {
+    if ((d == FLAGOS_DTYPE_FLOAT32 && type == "float") ||
+        (d == FLAGOS_DTYPE_FLOAT64 && type == "double"))
+      return "vstore8(" + v + ", 0, " + ptr + " + " + i + ");";
+    if (d == FLAGOS_DTYPE_FLOAT16)
+      return "vstore_half8_rte(" + convertVector("float", v) + ", 0, " + ptr + " + " + i + ");";
+    std::string s = "{ const " + type + "8 v_ = " + v + ";";
+    for (int k = 0; k < 8; ++k)
+      s += " " + store(d, ptr, i + " + " + std::to_string(k), vectorLane("v_", k));
+    return s + " }";
+  }
+  std::string vectorLane(const std::string& v, int k) const override {
+    return "(" + v + ").s" + std::to_string(k);
+  }
+  std::string convertVector(const std::string& type, const std::string& v) const override {
+    return "convert_" + type + "8(" + v + ")";
+  }
+  std::string vectorMaxMin(bool max, const std::string& type, const std::string& a,
+                           const std::string& b) const override {
+    if (type == "long") return std::string(max ? "max(" : "min(") + a + ", " + b + ")";
+    // b where neither a is NaN nor a wins: NaN propagates as in flagos_max.
+    return "select(" + b + ", " + a + ", isnan(" + a + ") | (" + a + (max ? " > " : " < ") + b +
+           "))";
+  }
+  std::string vectorTruth(const std::string& v) const override {
+    return "convert_long8(-(" + v + " != 0))";
+  }
+  std::string groupPrelude(bool fp64) const override {
+    std::string s = groupHelpers("float", "f") + groupHelpers("long", "l");
+    if (fp64) s += groupHelpers("double", "d");
+    return s;
   }
   const char* skip() const override { return "return"; }
   // Floats by compare-and-swap on their bits; 64-bit needs
@@ -146,18 +278,19 @@ class OpenCLDialect : public Dialect {
     return "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
            "__kernel void flagos_fp64_probe(__global double* p, ulong off) { p[0] = 1.0; }\n";
   }
-  std::string close(const std::string&, const std::vector<Param>&) const override { return "}\n"; }
+  std::string close(const std::string&, const std::vector<Param>&, Items) const override {
+    return "}\n";
+  }
 
-  bool workGroups() const override { return true; }
   std::string fusedPrelude(FusedMode mode, int group, int rows, bool fp64) const override {
     std::string s = prelude(fp64) + (fp64 ? "#define FLAGOS_FUSED_FP64\n" : "") + kFusedTypes +
                     fusedHelpers(fp64);
     if (mode != FusedMode::GroupReduction) return s + fusedSerialMacros();
     s += "#define FLAGOS_GROUP " + std::to_string(group) + "\n#define FLAGOS_ROWS " +
          std::to_string(rows) + "\n" + kGroupMacros;
-    s += groupHelpers("float", "f", "flagos_maxf", "flagos_minf") +
-         groupHelpers("long", "i", "flagos_imax", "flagos_imin");
-    if (fp64) s += groupHelpers("double", "d", "flagos_maxd", "flagos_mind");
+    s += fusedGroupHelpers("float", "f", "flagos_maxf", "flagos_minf") +
+         fusedGroupHelpers("long", "i", "flagos_imax", "flagos_imin");
+    if (fp64) s += fusedGroupHelpers("double", "d", "flagos_maxd", "flagos_mind");
     return s;
   }
   std::string fusedOpen(const std::string& name, const std::vector<Param>& params,
@@ -194,30 +327,44 @@ class OpenCLDialect : public Dialect {
   }
 
  private:
-  // The signature, and each pointer rebuilt from its (buffer, offset) pair.
-  static std::string header(const std::string& name, const std::vector<Param>& params) {
-    std::string sig, setup;
+  // The parameter list: a pointer is a (buffer, byte offset) pair (Note
+  // [Device pointer arguments] in backends/opencl/launch.cpp).
+  static std::string signature(const std::vector<Param>& params) {
+    std::string sig;
     for (const Param& p : params) {
       if (!sig.empty()) sig += ", ";
       if (p.kind == Param::Pointer) {
-        std::string t =
-            std::string("__global ") + (p.read_only ? "const " : "") + storageType(p.dtype) + "*";
-        sig += t + " " + p.name + "_base, ulong " + p.name + "_offset";
-        setup += "  " + t + " " + p.name + " = (" + t + ")((__global " +
-                 (p.read_only ? "const " : "") + "char*)" + p.name + "_base + " + p.name +
-                 "_offset);\n";
+        sig += pointerType(p) + " " + p.name + "_base, ulong " + p.name + "_offset";
       } else {
         sig += (p.kind == Param::Meta ? std::string("flagos_meta") : p.scalar_type) + " " + p.name;
       }
     }
-    return "__kernel void " + name + "(" + sig + ") {\n" + setup;
+    return sig;
+  }
+  // Each pointer rebuilt from its pair.
+  static std::string pointers(const std::vector<Param>& params) {
+    std::string setup;
+    for (const Param& p : params) {
+      if (p.kind != Param::Pointer) continue;
+      const std::string t = pointerType(p);
+      setup += "  " + t + " " + p.name + " = (" + t + ")((__global " +
+               (p.read_only ? "const " : "") + "char*)" + p.name + "_base + " + p.name +
+               "_offset);\n";
+    }
+    return setup;
+  }
+  static std::string pointerType(const Param& p) {
+    return std::string("__global ") + (p.read_only ? "const " : "") + storageType(p.dtype) + "*";
+  }
+  static std::string header(const std::string& name, const std::vector<Param>& params) {
+    return "__kernel void " + name + "(" + signature(params) + ") {\n" + pointers(params);
   }
 
   // A tree over a segment's FLAGOS_GROUP lanes in local memory (@p s: the
   // segment's slice; a second and third array follow FLAGOS_LOCAL apart);
   // every item of the work-group calls it (it has barriers) and gets its
   // segment's result.
-  static std::string groupHelpers(const std::string& t, const std::string& sfx,
+  static std::string fusedGroupHelpers(const std::string& t, const std::string& sfx,
                                   const std::string& max, const std::string& min) {
     std::string s;
     const std::pair<const char*, std::string> ops[] = {

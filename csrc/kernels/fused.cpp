@@ -78,7 +78,7 @@ Source emitFused(const FusedKernel& k, const Dialect& dl) {
   for (const Param& p : k.params) bounded |= p.kind == Param::Scalar && p.name == "xnumel";
   if (!bounded) throw std::invalid_argument("fused kernel '" + k.name + "' has no xnumel");
   if (k.mode == FusedMode::GroupReduction) {
-    if (!dl.workGroups())
+    if (!dl.hasGroups())
       throw std::invalid_argument("fused kernel '" + k.name +
                                   "': this language has no work-groups");
     if (k.group < 1 || (k.group & (k.group - 1)) != 0)

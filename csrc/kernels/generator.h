@@ -15,7 +15,9 @@
 //
 // Note [Launch convention of generated kernels]
 // Kernels are 1-D: work item i of `global[0]` computes output element i
-// (pointwise), output element i of a reduction, or row i (row operators).
+// (pointwise); reductions and row operators map outputs or rows onto work
+// items by their strategy (Note [Reduction strategies], reduce.cpp: one
+// item, a few neighbouring items' worth, or a segment of a work-group each).
 // Arguments, in order: each output's data, each input's data (device
 // pointers; FLAGOS_ARG_DEVICE_PTR, so "opencl-c" sees base + byte offset,
 // compiler.h), then one FLAGOS_ARG_BYTES struct `flagos_meta` with the
@@ -57,7 +59,7 @@ namespace flagos::kernels {
 
 // Bumped whenever emitted code changes meaning: part of every cache key, so
 // on-disk kernels of an older generator are never reused.
-constexpr int kGeneratorVersion = 2;
+constexpr int kGeneratorVersion = 3;
 
 // How one semantic operator becomes a kernel (parsed expression, or a
 // reduction / row-operator recipe). Built once per operator, immutable,
@@ -170,7 +172,11 @@ struct Launch {
   std::vector<uint8_t> meta;    // the flagos_meta struct's bytes
   std::vector<uint8_t> scalar_bytes;
   uint64_t global = 0;  // work items (0: nothing to launch)
-  uint64_t local = 0;   // the target's local size (0: none given)
+  uint64_t local = 0;   // the target's local size (0: none given); "c"
+                        // reductions: fewer items, each reducing many
+  // Note [Reduction strategies] (reduce.cpp): the ReduceStrategy of a
+  // reduction or row operator's launch (1 rows, 2 columns, 3 group), else 0.
+  uint8_t strategy = 0;
   const uint64_t* localOrNull() const { return local != 0 ? &local : nullptr; }
 };
 void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* out, int pass = 0);

@@ -112,6 +112,13 @@ bool keyFor(const Recipe& recipe, const Call& call, Variant variant, const Targe
             languageCode(target.language), target.fp64 ? 1 : 0, nops, present,
             recipe.kind == RecipeKind::Pointwise && contiguous ? 1 : 0});
   for (int k = 0; k < nops; ++k) w.push_back(operand(k).dtype);
+  if (recipe.kind == RecipeKind::Reduce || recipe.kind == RecipeKind::Row) {
+    // Note [Reduction strategies]: one kernel per strategy, a Group kernel
+    // per group size (baked in).
+    const ReduceStrategy strategy = reduceStrategy(recipe, reduceLayout(recipe, call), target);
+    w.push_back(static_cast<int64_t>(strategy));
+    w.push_back(strategy == ReduceStrategy::Group ? static_cast<int64_t>(groupSize(target)) : 0);
+  }
   if (variant == Variant::Specialized) {
     for (int k = 0; k < nops; ++k) {
       const flagosTensor& t = operand(k);

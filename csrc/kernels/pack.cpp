@@ -1,5 +1,6 @@
 // pack(): a call's kernelLaunch arguments, and the flagos_meta layout the
 // emitters declare (Note [Launch convention of generated kernels]).
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/recipe.h"
@@ -8,33 +9,6 @@ namespace flagos::kernels {
 namespace {
 
 constexpr int kD = FLAGOS_MAX_DIMS;
-
-// Kept / reduced dims of a reduction and where each kept dim lands in the
-// output (keepdim: same index; else the kept dims in order).
-struct ReduceSplit {
-  std::vector<int64_t> ksize, kst_out, kst_in, rsize, rst;
-  int64_t work = 1, count = 1;
-};
-
-ReduceSplit splitReduce(const flagosTensor& in, const flagosTensor& out, uint64_t mask) {
-  ReduceSplit s;
-  const bool keepdim = out.ndim == in.ndim;
-  for (int d = 0, od = 0; d < in.ndim; ++d) {
-    if (mask >> d & 1) {
-      s.rsize.push_back(in.shape[d]);
-      s.rst.push_back(in.strides[d]);
-      s.count *= in.shape[d];
-      if (keepdim) ++od;
-    } else {
-      s.ksize.push_back(in.shape[d]);
-      s.kst_in.push_back(in.strides[d]);
-      s.kst_out.push_back(od < out.ndim ? out.strides[od] : 0);
-      ++od;
-      s.work *= in.shape[d];
-    }
-  }
-  return s;
-}
 
 void put(std::vector<int64_t>* words, const std::vector<int64_t>& values, int count) {
   for (int i = 0; i < count; ++i) words->push_back(i < (int)values.size() ? values[i] : 0);
@@ -57,14 +31,16 @@ std::vector<MetaField> metaLayout(const Recipe& recipe, int num_operands) {
                          {"ksize", kD},
                          {"kst[2]", kD},
                          {"rsize", kD},
-                         {"rst", kD}});
+                         {"rst", kD},
+                         {"lanes", 1}});
       break;
     case RecipeKind::Row:
       f.insert(f.end(), {{"nk", 1},
                          {"len", 1},
                          {"ksize", kD},
                          {"kst[" + std::to_string(num_operands) + "]", kD},
-                         {"rst", num_operands < 2 ? 2 : num_operands}});
+                         {"rst", num_operands < 2 ? 2 : num_operands},
+                         {"lanes", 1}});
       break;
     case RecipeKind::Index:
       return indexMetaLayout(num_operands);
@@ -106,6 +82,8 @@ int passesOf(const Recipe& recipe, const Call& call) {
 void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* out, int pass) {
   const int nops = call.num_outputs + call.num_inputs;
   out->args.clear();
+  out->local = 0;
+  out->strategy = 0;
   out->pointers.clear();
   out->meta.clear();
   out->scalar_bytes.clear();
@@ -143,47 +121,47 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
       out->global = static_cast<uint64_t>(numel);
       break;
     }
-    case RecipeKind::Reduce: {
-      const flagosTensor& in = call.inputs[0];
-      ReduceSplit s = splitReduce(in, call.outputs[0],
-                                  dimsMaskOf(recipe, call.scalars, call.num_scalars, in.ndim));
-      meta.insert(meta.end(), {s.work, (int64_t)s.ksize.size(), (int64_t)s.rsize.size(), s.count});
-      put(&meta, s.ksize, kD);
-      put(&meta, s.kst_out, kD);
-      put(&meta, s.kst_in, kD);
-      put(&meta, s.rsize, kD);
-      put(&meta, s.rst, kD);
-      out->global = static_cast<uint64_t>(s.work);
-      break;
-    }
+    case RecipeKind::Reduce:
     case RecipeKind::Row: {
-      const flagosTensor& ref = call.outputs[0];
-      uint64_t mask = dimsMaskOf(recipe, call.scalars, call.num_scalars, ref.ndim);
-      std::vector<int64_t> ksize, rst;
-      std::vector<std::vector<int64_t>> kst(nops);
-      int64_t rows = 1, len = 1;
-      for (int d = 0; d < ref.ndim; ++d) {
-        if (mask >> d & 1) {
-          len = ref.shape[d];
-        } else {
-          ksize.push_back(ref.shape[d]);
-          rows *= ref.shape[d];
-          for (int k = 0; k < nops; ++k) kst[k].push_back(operand(k).strides[d]);
-        }
+      const ReduceLayout l = reduceLayout(recipe, call);
+      const ReduceStrategy strategy = reduceStrategy(recipe, l, target);
+      const int64_t work = reduceWorkItems(recipe, l, strategy, target);
+      out->strategy = static_cast<uint8_t>(strategy);
+      meta.push_back(work);
+      meta.push_back(static_cast<int64_t>(l.ksize.size()));
+      if (recipe.kind == RecipeKind::Reduce) {
+        meta.insert(meta.end(), {(int64_t)l.rsize.size(), l.count});
+        put(&meta, l.ksize, kD);
+        put(&meta, l.kst[0], kD);
+        put(&meta, l.kst[1], kD);
+        put(&meta, l.rsize, kD);
+        put(&meta, l.rst[0], kD);
+      } else {
+        meta.push_back(l.count);
+        put(&meta, l.ksize, kD);
+        for (int k = 0; k < nops; ++k) put(&meta, l.kst[k], kD);
+        std::vector<int64_t> rst;
+        for (int k = 0; k < nops; ++k) rst.push_back(l.rst[k][0]);
+        put(&meta, rst, nops < 2 ? 2 : nops);
       }
-      for (int k = 0; k < nops; ++k) {
-        int64_t st = 0;
-        for (int d = 0; d < ref.ndim; ++d) {
-          if (mask >> d & 1) st = operand(k).strides[d];
-        }
-        rst.push_back(st);
+      // Note [Reduction strategies]: Group: a segment of a work-group per
+      // output, whole groups of them.
+      out->global = static_cast<uint64_t>(work);
+      int64_t lanes = 0;
+      if (strategy == ReduceStrategy::Group) {
+        const uint64_t group = groupSize(target), per = segmentsPerGroup(target, work);
+        lanes = static_cast<int64_t>(group / per);
+        out->global = static_cast<uint64_t>(work) / per * group;
+        out->local = group;
+      } else if (groupSize(target) == 0 && target.local_size > 0) {
+        // "c": local is the smallest range a thread takes (compiler.h), in
+        // items; an item here reduces `count` elements, so the same work a
+        // chunk is fewer items (else a sum over 4096 rows of 4096 ran on one
+        // thread: 4096 items, below two chunks).
+        const uint64_t count = static_cast<uint64_t>(std::max<int64_t>(l.count, 1));
+        out->local = std::max<uint64_t>(1, target.local_size / count);
       }
-      if (len == 0) rows = 0;
-      meta.insert(meta.end(), {rows, (int64_t)ksize.size(), len});
-      put(&meta, ksize, kD);
-      for (int k = 0; k < nops; ++k) put(&meta, kst[k], kD);
-      put(&meta, rst, nops < 2 ? 2 : nops);
-      out->global = static_cast<uint64_t>(rows);
+      meta.push_back(lanes);
       break;
     }
     case RecipeKind::Index:
@@ -196,7 +174,7 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
       out->global = packSort(recipe, call, target, &meta, pass);
       break;
   }
-  out->local = target.local_size;
+  if (out->local == 0) out->local = target.local_size;
   out->meta.resize(meta.size() * sizeof(int64_t));
   std::memcpy(out->meta.data(), meta.data(), out->meta.size());
 

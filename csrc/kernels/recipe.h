@@ -147,6 +147,51 @@ std::vector<MetaField> metaLayout(const Recipe& recipe, int num_operands);
 uint64_t dimsMaskOf(const Recipe& recipe, const flagosScalar* scalars, int32_t num_scalars,
                     int32_t input_ndim);
 
+// --- reductions and row operators (reduce.cpp) -----------------------------
+// The dims of a Reduce or Row call as its kernels walk them: kept dims
+// (one output element, or one row, each) and the reduced dims (Reduce) or
+// the row dim (Row), size-1 dims dropped and neighbours every operand walks
+// as one merged. pack() fills meta with it; specialized kernels bake it.
+struct ReduceLayout {
+  std::vector<int64_t> ksize;             // kept dims
+  std::vector<std::vector<int64_t>> kst;  // per operand (Reduce: out, in)
+  std::vector<int64_t> rsize;             // reduced dims (Row: the row dim)
+  std::vector<std::vector<int64_t>> rst;  // per operand (Reduce: in only)
+  int64_t work = 1;                       // outputs (Reduce) or rows (Row)
+  int64_t count = 1;                      // elements reduced per output / row
+};
+// @p shapes / @p strides: every operand's (Reduce: output, then input).
+ReduceLayout reduceLayout(const Recipe& recipe, const std::vector<std::vector<int64_t>>& shapes,
+                          const std::vector<std::vector<int64_t>>& strides, uint64_t dims_mask);
+// The same for a call (outputs, then inputs).
+ReduceLayout reduceLayout(const Recipe& recipe, const Call& call);
+
+// Note [Reduction strategies] (reduce.cpp): how a Reduce or Row kernel
+// maps its work onto work items; part of its key.
+enum class ReduceStrategy : uint8_t {
+  Rows = 1,     // one work item per output / row, walking its elements
+  Columns = 2,  // neighbouring work items own neighbouring outputs / rows,
+                // so they walk their elements in step
+  Group = 3,    // a segment of a work-group per output / row, its items
+                // striding over it together
+};
+ReduceStrategy reduceStrategy(const Recipe& recipe, const ReduceLayout& layout,
+                              const Target& target);
+// The work-group size of Group kernels on @p target (0: no groups); the
+// segments a group of a call with @p rows outputs (rows) holds: a power of
+// two that divides both, so that no segment is past the work, with
+// segments of at least 32 items where the rows allow (meta.lanes holds the
+// group size over it); the scratch values a Group kernel declares for any
+// of them.
+uint64_t groupSize(const Target& target);
+uint64_t segmentsPerGroup(const Target& target, int64_t rows);
+uint64_t groupScratchMax(uint64_t group);
+// Work items of a Reduce or Row launch (meta.work), before rounding to
+// groups: outputs / rows, or for OpenCL Columns reductions the lanes that
+// own up to vectorWidth() neighbouring outputs each.
+int64_t reduceWorkItems(const Recipe& recipe, const ReduceLayout& layout, ReduceStrategy strategy,
+                        const Target& target);
+
 // Why a pointwise expression cannot be generated for this compute class
 // and set of present scalars ("" when it can). Defined in emit.cpp.
 std::string checkPointwise(const Recipe& recipe, ComputeClass cls, uint32_t present_mask);

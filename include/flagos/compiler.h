@@ -63,7 +63,11 @@ typedef int32_t flagosArgKind_t;
  * builds a new work-group function for each one, so every new tensor size
  * waited for a compiler (and a size with a large prime factor ran in
  * work-groups of 1, which also defeats PoCL's vectorizer). One local size
- * means one work-group build per kernel. */
+ * means one work-group build per kernel. Reductions and row operators over
+ * contiguous rows (csrc/kernels/reduce.cpp, Note [Reduction strategies])
+ * give each row a segment of a work-group, synchronized with barriers:
+ * their global size is a whole number of groups and their kernels require
+ * that local size (reqd_work_group_size). */
 
 /** One kernel argument. */
 typedef struct flagosKernelArg {

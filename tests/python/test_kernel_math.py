@@ -8,8 +8,10 @@
   must stay accurate;
 - the generated tier (a fresh process per backend: host's C dialect with the
   operators routed to it, and opencl): the float erf formula and pow's
-  scalar-exponent cases (Note [Fast paths of the generator's math]), and the
-  one-exp softmax.
+  scalar-exponent cases (Note [Fast paths of the generator's math]), the
+  one-exp softmax, the C dialect's vector math (glibc's libmvec: Note [Vector
+  math in generated C]), and the reductions and row operators of Note
+  [Reduction strategies].
 
 Tolerances: against CPU's float64 result, 1e-6 absolute / 1.3e-6 relative
 (float32's assert_close defaults): SLEEF's functions are 1-ULP, and the erf
@@ -173,6 +175,11 @@ pos = x.abs() + 0.25
 cases = {
     "erf": (torch.erf, x),
     "gelu": (F.gelu, x),
+    "exp": (torch.exp, x),
+    "log": (torch.log, pos),
+    "tanh": (torch.tanh, x),
+    "sigmoid": (torch.sigmoid, x),
+    "silu": (F.silu, x),
     "softmax": (lambda t: torch.softmax(t.reshape(1, -1), -1), x.nan_to_num(0.0, 50.0, -50.0)),
 }
 for e in (2.0, 3.0, 0.5, -0.5, -1.0, -2.0, 2.5, 1.0):
@@ -193,7 +200,10 @@ worst["_tiers"] = {op: row for op, row in ft.op_stats().items() if row.get("gene
 print(json.dumps(worst))
 """
 
-ROUTES = {f"FLAGOS_OP_{op}": "generated" for op in ("ERF", "GELU", "SOFTMAX", "POW_SCALAR")}
+ROUTES = {
+    f"FLAGOS_OP_{op}": "generated"
+    for op in ("ERF", "GELU", "SOFTMAX", "POW_SCALAR", "EXP", "LOG", "TANH", "SIGMOID", "SILU")
+}
 
 
 def check_generated(out: str) -> None:
@@ -213,3 +223,110 @@ def test_generated_math_on_host_c_dialect(run_python):
 @NEEDS_OPENCL_PLUGIN
 def test_generated_math_on_opencl(run_python):
     check_generated(check_ok(run_python(GENERATED.replace("BACKEND", '"opencl"'), timeout=600)))
+
+
+# --- generated reductions and row operators (Note [Reduction strategies]) ----
+# Every row length around the OpenCL segment (32 items) and group (256), rows
+# that fill a group's segments or not, a huge row, a full reduction, column
+# sums, NaN / inf rows, float16 / bfloat16 / float64 and integer sums, the
+# backwards through autograd; against CPU in float64, cast to the dtype.
+# Which strategy ran is read from kernel_cache_stats()["reduce_launches"].
+
+REDUCTIONS = r"""
+import json, math, torch, flagos_torchfl as ft
+ft.initialize(BACKEND)
+dev = torch.device("flagos")
+g = torch.Generator().manual_seed(0)
+bad = {}
+def check(name, got, want, rtol, atol):
+    try:
+        torch.testing.assert_close(got.cpu(), want, rtol=rtol, atol=atol, equal_nan=True)
+    except AssertionError as e:
+        bad[name] = str(e)[:300]
+def rows(n, cols, dtype=torch.float32, scale=3.0):
+    x = torch.randn(n, cols, generator=g, dtype=torch.float64) * scale
+    return x.to(dtype)
+TOL = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-12, 1e-12),
+       torch.float16: (1e-3, 1e-3), torch.bfloat16: (1e-2, 1e-2)}
+for cols in (1, 7, 31, 32, 33, 63, 64, 65, 255, 256, 257, 1000, 4099):
+    for n in (1, 3, 8, 10):
+        x = rows(n, cols)
+        if cols > 2 and n > 2:
+            x[0, cols // 2] = math.nan
+            x[1, :] = -math.inf
+            x[2, -1] = math.inf
+        for op in ("sum", "mean", "amax", "amin"):
+            want = getattr(x.double(), op)(-1).float()
+            check(f"{op} {n}x{cols}", getattr(x.to(dev), op)(-1), want, *TOL[torch.float32])
+        for fn in (torch.softmax, torch.log_softmax):
+            want = fn(x.double(), -1).float()
+            check(f"{fn.__name__} {n}x{cols}", fn(x.to(dev), -1), want, 1.3e-6, 1e-6)
+for dtype in (torch.float16, torch.bfloat16, torch.float64):
+    x = rows(10, 1000, dtype)
+    check(f"sum {dtype}", x.to(dev).sum(-1), x.double().sum(-1).to(dtype), *TOL[dtype])
+    check(f"softmax {dtype}", torch.softmax(x.to(dev), -1),
+          torch.softmax(x.double(), -1).to(dtype), *TOL[dtype])
+for dtype in (torch.int32, torch.int64, torch.bool):
+    x = torch.randint(-1000, 1000, (10, 1000), generator=g).to(dtype)
+    check(f"sum {dtype}", x.to(dev).sum(-1), x.sum(-1), 0, 0)
+# A huge row, a full reduction, column sums and a middle dim.
+x = rows(2, 300007)
+check("sum huge row", x.to(dev).sum(-1), x.double().sum(-1).float(), 1e-5, 1e-4)
+x = rows(37, 29)
+check("sum all", x.to(dev).sum(), x.double().sum().float(), 1e-5, 1e-5)
+for shape in ((4096, 33), (9, 65), (1000, 1)):
+    x = rows(*shape)
+    x[0, 0] = math.nan
+    check(f"sum(0) {shape}", x.to(dev).sum(0), x.double().sum(0).float(), 1e-5, 1e-5)
+    check(f"amax(0) {shape}", x.to(dev).amax(0), x.double().amax(0).float(), 0, 0)
+x = torch.randn(3, 500, 17, generator=g)
+check("sum(1) middle", x.to(dev).sum(1), x.double().sum(1).float(), 1e-5, 1e-5)
+# Backwards, and specialized kernels (a shape's 3rd call builds one).
+for fn in (torch.softmax, torch.log_softmax):
+    for cols in (65, 1000):
+        x = rows(10, cols)
+        w = torch.randn(10, cols, generator=g)
+        for _ in range(4):
+            xd = x.to(dev).requires_grad_()
+            (fn(xd, -1) * w.to(dev)).sum().backward()
+        ft.wait_for_specializations()
+        xd = x.to(dev).requires_grad_()
+        (fn(xd, -1) * w.to(dev)).sum().backward()
+        xc = x.double().requires_grad_()
+        (fn(xc, -1) * w.double()).sum().backward()
+        check(f"{fn.__name__} backward {cols}", xd.grad, xc.grad.float(), 1e-5, 1e-5)
+stats = ft.kernel_cache_stats()
+print(json.dumps({"bad": bad, "reduce_launches": stats["reduce_launches"],
+                  "specialized": stats["specialized_launches"]}))
+"""
+
+REDUCTION_ROUTES = {
+    f"FLAGOS_OP_{op}": "generated"
+    for op in ("SUM", "MEAN", "AMAX", "AMIN", "SOFTMAX", "LOG_SOFTMAX")
+    + ("SOFTMAX_BACKWARD", "LOG_SOFTMAX_BACKWARD")
+}
+
+
+def run_reductions(run_python, backend: str) -> dict:
+    out = check_ok(
+        run_python(REDUCTIONS.replace("BACKEND", repr(backend)), timeout=900, **REDUCTION_ROUTES)
+    )
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["bad"] == {}, result["bad"]
+    assert result["specialized"] > 0, result
+    return result["reduce_launches"]
+
+
+def test_generated_reductions_on_host_c_dialect(run_python):
+    # "c": rows walked by vector loops, columns in blocks; no work-groups.
+    launches = run_reductions(run_python, "host")
+    assert launches["rows"] > 0 and launches["columns"] > 0, launches
+    assert launches["group"] == 0, launches
+
+
+@NEEDS_OPENCL_PLUGIN
+def test_generated_reductions_on_opencl(run_python):
+    # OpenCL: contiguous rows of 64 or more take a work-group segment each,
+    # column sums neighbouring items, short rows an item each.
+    launches = run_reductions(run_python, "opencl")
+    assert launches["group"] > 0 and launches["columns"] > 0 and launches["rows"] > 0, launches

@@ -29,7 +29,10 @@ std::string kernelCacheStatsJson() {
       << ", \"specialized_launches\": " << g_specialized_launches.load()
       << ", \"declined\": " << g_declined.load() << ", \"failed_calls\": " << g_failed.load()
       << ", \"first_launches\": " << g_first_launches.load()
-      << ", \"warm_launches\": " << g_warm_launches.load() << ", \"devices\": [";
+      << ", \"warm_launches\": " << g_warm_launches.load()
+      << ", \"reduce_launches\": {\"rows\": " << g_strategy_launches[1].load()
+      << ", \"columns\": " << g_strategy_launches[2].load()
+      << ", \"group\": " << g_strategy_launches[3].load() << "}, \"devices\": [";
   bool first = true;
   for (DeviceGenerator* d : Generators::get().all()) {
     const kernels::CacheStats s = d->cache->stats();

@@ -47,6 +47,7 @@ std::atomic<uint64_t> g_declined{0};
 std::atomic<uint64_t> g_failed{0};
 std::atomic<uint64_t> g_launches{0};
 std::atomic<uint64_t> g_specialized_launches{0};
+std::atomic<uint64_t> g_strategy_launches[4] = {};
 
 namespace {
 
@@ -207,6 +208,8 @@ bool launchGenerated(const char* id, const kernels::Recipe* recipe, c10::DeviceI
   if (kernel->log) kernel->log->note(launch);  // Note [First launch]
   g_launches.fetch_add(1, std::memory_order_relaxed);
   if (specialized) g_specialized_launches.fetch_add(1, std::memory_order_relaxed);
+  if (launch.strategy)
+    g_strategy_launches[launch.strategy & 3].fetch_add(1, std::memory_order_relaxed);
   if (launch.global == 0) return true;
   launchKernel(id, *kernel, launch, stream);
   launchLaterPasses(id, *recipe, *kernel, d.target, stream, call);

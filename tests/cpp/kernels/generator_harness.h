@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -412,6 +413,101 @@ inline double testValue(int64_t i, double lo, double hi) {
   double u = (double)(x % 10007) / 10006.0;
   double v = lo + (hi - lo) * u;
   return i % 7 == 3 ? std::round(v * 2) / 2 : v;
+}
+
+// --- references in double ------------------------------------------------------
+
+// Reduction @p id ("sum", "mean", "prod", "amax", "amin", "any", "all") of
+// @p in over the dims in @p mask, one value per output in row-major order
+// of the kept dims. NaN propagates through max/min as in torch.
+inline std::vector<double> referenceReduce(const std::string& id, const HostTensor& in,
+                                           uint64_t mask) {
+  std::vector<int64_t> kept;
+  for (size_t d = 0; d < in.shape.size(); ++d)
+    if (!(mask >> d & 1)) kept.push_back(in.shape[d]);
+  int64_t outputs = 1;
+  for (int64_t k : kept) outputs *= k;
+  std::vector<std::vector<double>> groups(outputs);
+  for (int64_t i = 0; i < in.numel(); ++i) {
+    int64_t rest = i, o = 0, scale = 1;
+    for (size_t d = in.shape.size(); d-- > 0;) {
+      const int64_t c = rest % in.shape[d];
+      rest /= in.shape[d];
+      if (!(mask >> d & 1)) {
+        o += c * scale;
+        scale *= in.shape[d];
+      }
+    }
+    groups[o].push_back(in.get(i));
+  }
+  std::vector<double> out;
+  for (const auto& g : groups) {
+    double v = id == "prod" || id == "all" ? 1 : 0;
+    if (id == "amax" || id == "amin") v = id == "amax" ? -INFINITY : INFINITY;
+    for (double x : g) {
+      if (id == "sum" || id == "mean") v += x;
+      if (id == "prod") v *= x;
+      if (id == "any") v = v || x != 0;
+      if (id == "all") v = v && x != 0;
+      if (id == "amax" || id == "amin") {
+        v = std::isnan(v) || std::isnan(x) ? NAN : id == "amax" ? std::max(v, x) : std::min(v, x);
+      }
+    }
+    if (id == "mean") v /= g.size();
+    out.push_back(v);
+  }
+  return out;
+}
+
+// Row operator @p id (softmax, log_softmax: ins = {x}; their backwards: ins
+// = {grad, output}) over dim @p dim, one value per element (row-major).
+inline std::vector<double> referenceRows(const std::string& id,
+                                         const std::vector<const HostTensor*>& ins, int dim) {
+  const HostTensor& a = *ins[0];
+  int64_t stride = 1;
+  for (size_t d = dim + 1; d < a.shape.size(); ++d) stride *= a.shape[d];
+  const int64_t len = a.shape[dim];
+  std::vector<double> out(a.numel());
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const int64_t first = i - ((i / stride) % len) * stride;
+    double m = -INFINITY, sum = 0;
+    bool nan = false;
+    for (int64_t j = 0; j < len; ++j) {
+      const double x = a.get(first + j * stride);
+      nan = nan || std::isnan(x);
+      m = std::max(m, x);
+    }
+    if (nan) m = NAN;
+    for (int64_t j = 0; j < len; ++j) {
+      const double g = a.get(first + j * stride);
+      sum += id == "softmax" || id == "log_softmax" ? std::exp(g - m)
+             : id == "softmax_backward"             ? g * ins[1]->get(first + j * stride)
+                                                    : g;
+    }
+    const double x = a.get(i);
+    if (id == "softmax")
+      out[i] = std::exp(x - m) / sum;
+    else if (id == "log_softmax")
+      out[i] = x - m - std::log(sum);
+    else if (id == "softmax_backward")
+      out[i] = ins[1]->get(i) * (x - sum);
+    else
+      out[i] = x - std::exp(ins[1]->get(i)) * sum;
+  }
+  return out;
+}
+
+// |got - want| <= atol + rtol * |want|, NaN where want is NaN, the same
+// infinity where want is infinite.
+inline ::testing::AssertionResult closeTo(double got, double want, double rtol, double atol) {
+  if (std::isnan(want)) {
+    if (std::isnan(got)) return ::testing::AssertionSuccess();
+  } else if (std::isinf(want)) {
+    if (got == want) return ::testing::AssertionSuccess();
+  } else if (std::fabs(got - want) <= atol + rtol * std::fabs(want)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "got " << got << ", want " << want;
 }
 
 }  // namespace flagos::kernels::testing

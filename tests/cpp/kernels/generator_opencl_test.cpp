@@ -83,10 +83,17 @@ struct Cl {
     return cl;
   }
 
-  // Builds @p src; returns its kernel or nullptr with a failure recorded.
+  // Builds @p src (once per source text); returns its kernel or nullptr
+  // with a failure recorded.
+  std::map<std::string, cl_program> programs;
   cl_kernel build(const Source& src) {
-    const char* text = src.text.c_str();
     cl_int err;
+    auto known = programs.find(src.text);
+    if (known != programs.end()) {
+      cl_kernel k = clCreateKernel(known->second, src.kernel_name.c_str(), &err);
+      return err == CL_SUCCESS ? k : nullptr;
+    }
+    const char* text = src.text.c_str();
     cl_program p = clCreateProgramWithSource(context, 1, &text, nullptr, &err);
     if (clBuildProgram(p, 1, &device, src.options.c_str(), nullptr, nullptr) != CL_SUCCESS) {
       std::string log(1 << 16, '\0');
@@ -96,7 +103,7 @@ struct Cl {
       return nullptr;
     }
     cl_kernel k = clCreateKernel(p, src.kernel_name.c_str(), &err);
-    clReleaseProgram(p);
+    programs.emplace(src.text, p);
     EXPECT_EQ(err, CL_SUCCESS) << src.kernel_name;
     return err == CL_SUCCESS ? k : nullptr;
   }
@@ -108,22 +115,26 @@ struct Cl {
 
 // Runs one call through OpenCL: each tensor's whole storage in one buffer,
 // its data pointer as (buffer, byte offset), the global size rounded up to
-// a multiple of 64 (the kernels must check meta.work).
+// a multiple of the local size, @p local (the kernels must check
+// meta.work), as the plugin does (Note [Launch geometry]).
 bool runOpenCL(Cl* cl, const Recipe& recipe, std::vector<HostTensor*> outs,
-               std::vector<HostTensor*> ins, std::vector<flagosScalar> scalars, Variant variant) {
+               std::vector<HostTensor*> ins, std::vector<flagosScalar> scalars, Variant variant,
+               uint64_t local_size = 64, std::string* source = nullptr) {
   std::vector<flagosTensor> o, i;
   for (auto* t : outs) o.push_back(t->view());
   for (auto* t : ins) i.push_back(t->view());
   Call call{o.data(),          (int32_t)o.size(), i.data(),
             (int32_t)i.size(), scalars.data(),    (int32_t)scalars.size()};
-  Target target{"opencl-c", cl->fp64};
+  Target target{"opencl-c", cl->fp64, local_size};
   KernelKey key;
   std::string why;
   if (!keyFor(recipe, call, variant, target, &key, &why)) {
     ADD_FAILURE() << why;
     return false;
   }
-  cl_kernel kernel = cl->build(emit(recipe, *signatureOf(recipe, call), variant, target));
+  const Source src = emit(recipe, *signatureOf(recipe, call), variant, target);
+  if (source) *source = src.text;
+  cl_kernel kernel = cl->build(src);
   if (kernel == nullptr) return false;
   Launch launch;
   pack(recipe, call, target, &launch);
@@ -150,7 +161,8 @@ bool runOpenCL(Cl* cl, const Recipe& recipe, std::vector<HostTensor*> outs,
   cl_uint num_args = 0;
   cl->clGetKernelInfo(kernel, CL_KERNEL_NUM_ARGS, sizeof num_args, &num_args, nullptr);
   EXPECT_EQ(num_args, index);
-  size_t local = 64, global = (launch.global + 63) / 64 * 64;
+  EXPECT_EQ(launch.local, local_size);
+  size_t local = launch.local, global = (launch.global + local - 1) / local * local;
   if (global > 0) {
     EXPECT_EQ(cl->clEnqueueNDRangeKernel(cl->queue, kernel, 1, nullptr, &global, &local, 0, nullptr,
                                          nullptr),
@@ -279,6 +291,259 @@ TEST(OpenCLGenerated, NoDoubleWithoutFp64) {
   cl_kernel k = cl->build(src);
   EXPECT_NE(k, nullptr);
   if (k) cl->clReleaseKernel(k);
+}
+
+// --- reductions and row operators (csrc/kernels/reduce.cpp) ----------------
+// Note [Reduction strategies] against references in double: every row
+// length around the segment size (32 items) and the group (64 here, and an
+// odd 7), row counts that give a group one or two segments, NaN / inf rows,
+// every dtype class, generic and specialized kernels.
+
+// The scalars of reduction @p id over @p mask (keepdim false).
+std::vector<flagosScalar> reduceScalars(const Recipe& r, uint64_t mask) {
+  std::vector<flagosScalar> s;
+  s.push_back(r.id == "prod" ? intScalar(__builtin_ctzll(mask)) : intScalar((int64_t)mask));
+  while (s.size() < r.scalars.size()) s.push_back(intScalar(0));
+  if (r.id == "sum" || r.id == "mean" || r.id == "prod") s.back() = noneScalar();  // dtype
+  return s;
+}
+
+// Runs reduction @p id of @p in over @p mask through OpenCL (local size
+// @p local) and compares with referenceReduce; returns the kernel source.
+std::string checkReduceCL(const std::string& id, const HostTensor& in, uint64_t mask,
+                          flagosDtype_t out_dtype, uint64_t local, Variant variant,
+                          double rtol = 1e-6) {
+  auto r = recipeFor(id);
+  std::vector<int64_t> kept;
+  for (size_t d = 0; d < in.shape.size(); ++d)
+    if (!(mask >> d & 1)) kept.push_back(in.shape[d]);
+  HostTensor out = HostTensor::contiguous(out_dtype, kept);
+  HostTensor input = in;
+  std::string source;
+  EXPECT_TRUE(
+      runOpenCL(Cl::get(), *r, {&out}, {&input}, reduceScalars(*r, mask), variant, local, &source));
+  const std::vector<double> want = referenceReduce(id, in, mask);
+  int failures = 0;
+  for (int64_t o = 0; o < out.numel() && failures < 5; ++o) {
+    const auto ok = closeTo(out.get(o), want[o], rtol, rtol);
+    if (!ok) ++failures;
+    EXPECT_TRUE(ok) << id << " " << dtypeName(in.dtype) << " shape[0] " << in.shape[0] << " mask "
+                    << mask << " local " << local << " output " << o << "\n"
+                    << (failures == 1 ? source : "");
+  }
+  return source;
+}
+
+HostTensor rowsOf(flagosDtype_t dtype, int64_t rows, int64_t len, double lo, double hi, int seed) {
+  HostTensor t = HostTensor::contiguous(dtype, {rows, len});
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = testValue(i * 7 + seed, lo, hi);
+    t.set(i, isFloating(dtype) ? v : std::round(v));
+  }
+  return t;
+}
+
+TEST(OpenCLReductions, RowsOfEveryLengthAroundTheSegment) {
+  REQUIRE_OPENCL();
+  const flagosDtype_t f32 = FLAGOS_DTYPE_FLOAT32;
+  for (uint64_t local : {64, 7}) {
+    for (int64_t len : {1, 5, 31, 32, 33, 63, 64, 65, 127, 128, 129, 257, 1000, 4099}) {
+      for (int64_t rows : {1, 3, 10}) {
+        const Variant v = len % 2 ? Variant::Generic : Variant::Specialized;
+        HostTensor x = rowsOf(f32, rows, len, -2, 2, (int)len);
+        checkReduceCL("sum", x, 2, f32, local, v, 1e-5);
+        checkReduceCL("amax", x, 2, f32, local, v);
+        if (len >= 64) checkReduceCL("amin", x, 2, f32, local, Variant::Generic);
+      }
+    }
+  }
+}
+
+TEST(OpenCLReductions, DtypesAndReducers) {
+  REQUIRE_OPENCL();
+  const flagosDtype_t f32 = FLAGOS_DTYPE_FLOAT32, i64 = FLAGOS_DTYPE_INT64;
+  for (int64_t len : {70, 1001}) {
+    for (Variant v : {Variant::Generic, Variant::Specialized}) {
+      checkReduceCL("mean", rowsOf(f32, 5, len, -2, 2, 1), 2, f32, 64, v, 1e-5);
+      checkReduceCL("prod", rowsOf(f32, 5, len, 0.99, 1.01, 2), 2, f32, 64, v, 1e-5);
+      checkReduceCL("sum", rowsOf(FLAGOS_DTYPE_FLOAT16, 5, len, -2, 2, 3), 2, f32, 64, v, 1e-5);
+      checkReduceCL("sum", rowsOf(FLAGOS_DTYPE_BFLOAT16, 5, len, -2, 2, 4), 2,
+                    FLAGOS_DTYPE_BFLOAT16, 64, v, 1e-2);
+      checkReduceCL("sum", rowsOf(FLAGOS_DTYPE_INT32, 5, len, -1000, 1000, 5), 2, i64, 64, v);
+      checkReduceCL("sum", rowsOf(FLAGOS_DTYPE_BOOL, 5, len, 0, 1, 6), 2, i64, 64, v);
+      checkReduceCL("amax", rowsOf(FLAGOS_DTYPE_INT64, 5, len, -1e6, 1e6, 7), 2, i64, 64, v);
+      checkReduceCL("amin", rowsOf(FLAGOS_DTYPE_UINT8, 5, len, 0, 250, 8), 2, FLAGOS_DTYPE_UINT8,
+                    64, v);
+      checkReduceCL("any", rowsOf(f32, 5, len, -0.01, 0.0101, 9), 2, FLAGOS_DTYPE_BOOL, 64, v);
+      checkReduceCL("all", rowsOf(f32, 5, len, -3, 3, 10), 2, FLAGOS_DTYPE_BOOL, 64, v);
+      if (cl->fp64) {
+        checkReduceCL("sum", rowsOf(FLAGOS_DTYPE_FLOAT64, 5, len, -2, 2, 11), 2,
+                      FLAGOS_DTYPE_FLOAT64, 64, v, 1e-12);
+      }
+    }
+  }
+  // A huge row, and a full reduction (no kept dims: one segment).
+  checkReduceCL("sum", rowsOf(f32, 2, 300007, 0, 1, 12), 2, f32, 64, Variant::Generic, 1e-6);
+  checkReduceCL("sum", rowsOf(f32, 37, 29, -1, 1, 13), 3, f32, 64, Variant::Specialized, 1e-5);
+}
+
+TEST(OpenCLReductions, NanAndInfinityRows) {
+  REQUIRE_OPENCL();
+  const flagosDtype_t f32 = FLAGOS_DTYPE_FLOAT32;
+  for (int64_t len : {64, 100, 1000}) {
+    HostTensor x = rowsOf(f32, 6, len, -2, 2, 1);
+    x.set(0 * len + len / 2, NAN);                                    // row 0: NaN in the middle
+    x.set(1 * len + len - 1, NAN);                                    // row 1: NaN in the tail
+    for (int64_t j = 0; j < len; ++j) x.set(2 * len + j, -INFINITY);  // row 2: all -inf
+    x.set(3 * len + 3, INFINITY);                                     // row 3: one +inf
+    x.set(4 * len + 1, INFINITY);                                     // row 4: +inf and -inf
+    x.set(4 * len + 2, -INFINITY);
+    for (const char* id : {"sum", "amax", "amin", "mean"}) {
+      for (Variant v : {Variant::Generic, Variant::Specialized})
+        checkReduceCL(id, x, 2, f32, 64, v, 1e-5);
+    }
+  }
+}
+
+TEST(OpenCLReductions, ColumnsAndOtherLayouts) {
+  REQUIRE_OPENCL();
+  const flagosDtype_t f32 = FLAGOS_DTYPE_FLOAT32;
+  for (int64_t cols : {1, 7, 8, 9, 17, 64, 65}) {
+    for (int64_t rows : {1, 9, 33}) {
+      HostTensor x = rowsOf(f32, rows, cols, -2, 2, (int)(rows * cols));
+      x.set(cols / 2, NAN);  // column cols / 2
+      const Variant v = (rows + cols) % 2 ? Variant::Generic : Variant::Specialized;
+      checkReduceCL("sum", x, 1, f32, 64, v, 1e-5);
+      checkReduceCL("amax", x, 1, f32, 64, v);
+      checkReduceCL("any", x, 1, FLAGOS_DTYPE_BOOL, 64, v);
+    }
+  }
+  // A middle dim, leading dims, a transposed layout, an int column sum.
+  HostTensor t = filled(HostTensor::contiguous(f32, {3, 50, 17}), -2, 2, 3);
+  checkReduceCL("sum", t, 2, f32, 64, Variant::Generic, 1e-5);
+  checkReduceCL("amin", t, 3, f32, 64, Variant::Specialized);
+  checkReduceCL("mean", t, 5, f32, 64, Variant::Generic, 1e-5);
+  HostTensor r = filled(HostTensor::reversedLayout(f32, {70, 90}), -2, 2, 4);
+  checkReduceCL("sum", r, 1, f32, 64, Variant::Generic, 1e-5);
+  checkReduceCL("sum", r, 2, f32, 64, Variant::Specialized, 1e-5);
+  checkReduceCL("sum", rowsOf(FLAGOS_DTYPE_INT32, 40, 20, -99, 99, 5), 1, FLAGOS_DTYPE_INT64, 64,
+                Variant::Generic);
+}
+
+// Runs row operator @p id over the last dim of @p ins through OpenCL and
+// compares with referenceRows; returns the kernel source.
+std::string checkRowsCL(const std::string& id, std::vector<HostTensor> ins, int dim, uint64_t local,
+                        Variant variant, double rtol = 2e-6) {
+  auto r = recipeFor(id);
+  HostTensor out = HostTensor::contiguous(FLAGOS_DTYPE_FLOAT32, ins[0].shape);
+  std::vector<HostTensor*> pins;
+  std::vector<const HostTensor*> refs;
+  for (auto& t : ins) {
+    pins.push_back(&t);
+    refs.push_back(&t);
+  }
+  std::string source;
+  EXPECT_TRUE(runOpenCL(Cl::get(), *r, {&out}, pins, {intScalar(dim), intScalar(0)}, variant, local,
+                        &source));
+  const std::vector<double> want = referenceRows(id, refs, dim);
+  int failures = 0;
+  for (int64_t i = 0; i < out.numel() && failures < 5; ++i) {
+    const auto ok = closeTo(out.get(i), want[i], rtol, 1e-6);
+    if (!ok) ++failures;
+    EXPECT_TRUE(ok) << id << " shape " << ins[0].shape[0] << "x" << ins[0].shape[1] << " dim "
+                    << dim << " local " << local << " element " << i << "\n"
+                    << (failures == 1 ? source : "");
+  }
+  return source;
+}
+
+TEST(OpenCLRowOps, SoftmaxFamiliesAroundTheSegment) {
+  REQUIRE_OPENCL();
+  const flagosDtype_t f32 = FLAGOS_DTYPE_FLOAT32;
+  for (uint64_t local : {64, 7}) {
+    for (int64_t len : {1, 7, 63, 64, 65, 129, 1000, 4099}) {
+      const int64_t rows = len % 2 ? 9 : 10;
+      HostTensor x = rowsOf(f32, rows, len, -5, 5, (int)len);
+      HostTensor y = rowsOf(f32, rows, len, -3, 0, (int)len + 1);
+      if (len > 1) {
+        x.set(1 * len + len / 2, NAN);                                    // a NaN row
+        for (int64_t j = 0; j < len; ++j) x.set(2 * len + j, -INFINITY);  // all -inf: NaN
+        x.set(3 * len + len - 1, INFINITY);                               // +inf: NaN row
+        x.set(4 * len + 1, -INFINITY);                                    // one -inf: 0
+      }
+      const Variant v = len % 2 ? Variant::Generic : Variant::Specialized;
+      for (const char* id : {"softmax", "log_softmax"}) checkRowsCL(id, {x}, 1, local, v);
+      HostTensor g = rowsOf(f32, rows, len, -2, 2, (int)len + 2);
+      checkRowsCL("softmax_backward", {g, y}, 1, local, v, 1e-5);
+      checkRowsCL("log_softmax_backward", {g, y}, 1, local, v, 1e-5);
+    }
+  }
+  // Over the leading dim: an item a row, strided.
+  HostTensor x = rowsOf(f32, 70, 33, -5, 5, 3);
+  for (const char* id : {"softmax", "log_softmax"})
+    for (Variant v : {Variant::Generic, Variant::Specialized}) checkRowsCL(id, {x}, 0, 64, v);
+}
+
+// Structure: which strategy a call's kernel takes (Note [Reduction
+// strategies]), seen in its source.
+TEST(OpenCLReductions, KernelsTakeTheirStrategy) {
+  REQUIRE_OPENCL();
+  const flagosDtype_t f32 = FLAGOS_DTYPE_FLOAT32;
+  // Long contiguous rows: a segment per row, vector loads, the combine helper.
+  std::string src =
+      checkReduceCL("sum", rowsOf(f32, 4, 512, -1, 1, 1), 2, f32, 64, Variant::Generic, 1e-5);
+  EXPECT_NE(src.find("reqd_work_group_size(64, 1, 1)"), std::string::npos) << src;
+  EXPECT_NE(src.find("flagos_segment_sum_d(acc"), std::string::npos) << src;
+  EXPECT_NE(src.find("vload8"), std::string::npos) << src;
+  src = checkRowsCL("softmax", {rowsOf(f32, 4, 512, -1, 1, 2)}, 1, 64, Variant::Specialized);
+  EXPECT_NE(src.find("vstore8"), std::string::npos) << src;
+  EXPECT_NE(src.find("flagos_segment_max_f(m"), std::string::npos) << src;
+  EXPECT_NE(src.find("flagos_segment_sum_d(sum"), std::string::npos) << src;
+  // Columns: every item stays for the barriers, 8 outputs an item.
+  src = checkReduceCL("sum", rowsOf(f32, 512, 64, -1, 1, 3), 1, f32, 64, Variant::Generic, 1e-5);
+  EXPECT_NE(src.find("barrier(CLK_LOCAL_MEM_FENCE)"), std::string::npos) << src;
+  EXPECT_NE(src.find("if (live)"), std::string::npos) << src;
+  EXPECT_EQ(src.find("flagos_segment_"), std::string::npos) << src;
+  // Short rows: one item per row, no group helpers.
+  src = checkReduceCL("sum", rowsOf(f32, 512, 16, -1, 1, 4), 2, f32, 64, Variant::Generic, 1e-5);
+  EXPECT_EQ(src.find("flagos_segment_"), std::string::npos) << src;
+  EXPECT_EQ(src.find("barrier("), std::string::npos) << src;
+}
+
+TEST(OpenCLReductions, LaunchGeometryFollowsTheStrategy) {
+  const flagosDtype_t f32 = FLAGOS_DTYPE_FLOAT32;
+  auto r = recipeFor("sum");
+  auto launch = [&](std::vector<int64_t> shape, uint64_t mask, uint64_t local,
+                    const char* language = "opencl-c") {
+    HostTensor x = HostTensor::contiguous(f32, shape);
+    std::vector<int64_t> kept;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (!(mask >> d & 1)) kept.push_back(shape[d]);
+    HostTensor out = HostTensor::contiguous(f32, kept);
+    flagosTensor o = out.view(), i = x.view();
+    std::vector<flagosScalar> s = reduceScalars(*r, mask);
+    Call call{&o, 1, &i, 1, s.data(), (int32_t)s.size()};
+    Launch l;
+    pack(*r, call, Target{language, true, local}, &l);
+    return std::make_pair(l.global, l.local);
+  };
+  // Group: segments of 32 in a group of 256 where the rows divide into 8
+  // of them (4096 rows -> 512 groups), else fewer, longer ones: no segment
+  // is past the work (100 rows: 4 segments of 64 a group, 25 groups).
+  EXPECT_EQ(launch({4096, 4096}, 2, 256), std::make_pair(uint64_t{512 * 256}, uint64_t{256}));
+  EXPECT_EQ(launch({100, 4096}, 2, 256), std::make_pair(uint64_t{25 * 256}, uint64_t{256}));
+  // A full reduction: one group.
+  EXPECT_EQ(launch({100, 4096}, 3, 256), std::make_pair(uint64_t{256}, uint64_t{256}));
+  // Columns: 8 outputs an item (4096 / 8), the device's local size.
+  EXPECT_EQ(launch({100, 4096}, 1, 256), std::make_pair(uint64_t{512}, uint64_t{256}));
+  // Short rows: an item per row.
+  EXPECT_EQ(launch({100, 16}, 2, 256), std::make_pair(uint64_t{100}, uint64_t{256}));
+  // An odd group size: one segment a group.
+  EXPECT_EQ(launch({100, 4096}, 2, 7), std::make_pair(uint64_t{100 * 7}, uint64_t{7}));
+  // "c": an item per output, the smallest chunk a thread takes shrunk by
+  // the elements an item reduces (4096 rows of 4096 are not one chunk).
+  EXPECT_EQ(launch({4096, 4096}, 2, 4096, "c"), std::make_pair(uint64_t{4096}, uint64_t{1}));
+  EXPECT_EQ(launch({100, 16}, 2, 4096, "c"), std::make_pair(uint64_t{100}, uint64_t{256}));
 }
 
 // --- index / shape recipes (csrc/kernels/index.cpp) -----------------------

@@ -249,9 +249,23 @@ TEST(Dialects, AnswerTheLanguageQuestions) {
   EXPECT_EQ(dialectFor("cuda-c"), nullptr);
   EXPECT_FALSE(c->parallelScatters());
   EXPECT_TRUE(cl->parallelScatters());
-  EXPECT_EQ(c->buildOptions(true), "-O3");
-  EXPECT_EQ(c->buildOptions(false), "");
+  // Note [Vector math in generated C]: -O3, no errno, `omp simd` loops.
+  EXPECT_EQ(c->buildOptions(true), "-O3 -fno-math-errno -fopenmp-simd");
+  EXPECT_EQ(c->buildOptions(false), c->buildOptions(true));
   EXPECT_EQ(cl->buildOptions(true), "");
+  // Note [Reduction strategies]: work-groups (and their combine helpers)
+  // in OpenCL, item ranges and vector loops in C.
+  EXPECT_TRUE(cl->hasGroups());
+  EXPECT_FALSE(c->hasGroups());
+  EXPECT_TRUE(c->hasRanges());
+  EXPECT_FALSE(cl->hasRanges());
+  EXPECT_EQ(c->groupPrelude(true), "");
+  for (const char* helper : {"flagos_group_sum_f(", "flagos_group_max_l(", "flagos_group_min_d(",
+                             "flagos_group_prod_f("})
+    EXPECT_NE(cl->groupPrelude(true).find(helper), std::string::npos) << helper;
+  EXPECT_EQ(cl->groupPrelude(false).find("double"), std::string::npos);
+  EXPECT_EQ(c->simdLoop("+:acc"), "#pragma omp simd reduction(+:acc)");
+  EXPECT_EQ(cl->simdLoop("+:acc"), "");
   EXPECT_EQ(c->fp64Probe(), "");
   EXPECT_NE(cl->fp64Probe().find("cl_khr_fp64"), std::string::npos);
   EXPECT_EQ(c->atomicsPrelude(I64), "");
@@ -653,6 +667,57 @@ TEST(Reductions, MaxPropagatesNan) {
   ASSERT_TRUE(runC(*r, {&out}, {&in}, {intScalar(2), intScalar(0)}, Variant::Generic));
   EXPECT_EQ(out.get(0), 2);
   EXPECT_TRUE(std::isnan(out.get(1)));
+}
+
+// Note [Reduction strategies] in "c": column sums in blocks of up to 512
+// outputs (across block and row-run boundaries, the launch split in two as
+// the plugin's threads would), rows by vector loops (NaN kept aside for
+// max/min), against references in double.
+TEST(Reductions, ColumnBlocksAndVectorRows) {
+  auto check = [](const std::string& id, HostTensor in, uint64_t mask, flagosDtype_t out_dtype,
+                  Variant v, double rtol) {
+    auto r = recipeFor(id);
+    std::vector<int64_t> kept;
+    for (size_t d = 0; d < in.shape.size(); ++d)
+      if (!(mask >> d & 1)) kept.push_back(in.shape[d]);
+    HostTensor out = HostTensor::contiguous(out_dtype, kept);
+    std::vector<flagosScalar> s = {intScalar((int64_t)mask)};
+    while (s.size() < r->scalars.size()) s.push_back(intScalar(0));
+    if (id == "sum" || id == "mean") s.back() = noneScalar();
+    std::string source;
+    ASSERT_TRUE(runC(*r, {&out}, {&in}, s, v, &source));
+    const std::vector<double> want = referenceReduce(id, in, mask);
+    int failures = 0;
+    for (int64_t o = 0; o < out.numel() && failures < 3; ++o) {
+      const auto ok = closeTo(out.get(o), want[o], rtol, rtol);
+      failures += !ok;
+      EXPECT_TRUE(ok) << id << " mask " << mask << " output " << o << "\n"
+                      << (failures == 1 ? source : "");
+    }
+  };
+  auto filled = [](std::vector<int64_t> shape, double lo, double hi, int seed) {
+    HostTensor t = HostTensor::contiguous(F32, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, testValue(i * 3 + seed, lo, hi));
+    return t;
+  };
+  for (Variant v : {Variant::Generic, Variant::Specialized}) {
+    // Columns: 1300 outputs (blocks of 512 and a tail), runs of 7 (a block
+    // stops at each run's end), a transposed input (strided columns).
+    HostTensor x = filled({50, 1300}, -2, 2, 1);
+    x.set(700, NAN);
+    check("sum", x, 1, F32, v, 1e-5);
+    check("amax", x, 1, F32, v, 0);
+    check("amin", filled({3, 40, 7}, -2, 2, 2), 2, F32, v, 0);
+    HostTensor t = HostTensor::reversedLayout(F32, {60, 30});
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, testValue(i, -1, 1));
+    check("sum", t, 1, F32, v, 1e-5);
+    // Rows: vector loops with NaN and infinities.
+    HostTensor y = filled({5, 1003}, -2, 2, 3);
+    y.set(17, NAN);
+    y.set(1003 + 5, INFINITY);
+    for (int64_t j = 0; j < 1003; ++j) y.set(2 * 1003 + j, -INFINITY);
+    for (const char* id : {"sum", "mean", "amax", "amin"}) check(id, y, 2, F32, v, 1e-6);
+  }
 }
 
 // --- row operators --------------------------------------------------------------
