@@ -365,7 +365,7 @@ class OpenCLDialect : public Dialect {
   // every item of the work-group calls it (it has barriers) and gets its
   // segment's result.
   static std::string fusedGroupHelpers(const std::string& t, const std::string& sfx,
-                                  const std::string& max, const std::string& min) {
+                                       const std::string& max, const std::string& min) {
     std::string s;
     const std::pair<const char*, std::string> ops[] = {
         {"sum", "a + b"}, {"prod", "a * b"}, {"max", max + "(a, b)"}, {"min", min + "(a, b)"}};
