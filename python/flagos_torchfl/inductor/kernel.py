@@ -625,7 +625,15 @@ class FlagosKernel(SIMDKernel):
         return lanes
 
     def rows(self) -> int:
-        """Rows per work-group: short rows share one (a work-group costs PoCL more than a lane)."""
+        """Rows per work-group: short rows share one (a work-group costs PoCL more than a lane).
+
+        One row a work-group where the kernel reads and writes one buffer: a
+        segment past the last row must then not touch it at all, and PoCL 3.1
+        was seen to run guarded stores of items past the work (Note
+        [Reduction strategies] in csrc/kernels/reduce.cpp).
+        """
+        if self.args.inplace_buffers:
+            return 1
         return max(1, self.group_size // self.group())
 
     def params(self) -> list[tuple[str, str, int, bool]]:
