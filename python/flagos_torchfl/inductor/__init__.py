@@ -64,7 +64,12 @@ def register() -> bool:
     props = torch.flagos.get_device_properties(0)
     group = props.preferred_work_group_size or min(256, props.max_work_group_size or 256)
     group = 1 << (max(1, group).bit_length() - 1)  # group reductions need a power of two
-    set_device_limits(work_groups=language == "opencl-c", group_size=group)
+    devices = core._backend_info()["devices"]
+    set_device_limits(
+        work_groups=language == "opencl-c",
+        group_size=group,
+        fp64=all(d.get("fp64") for d in devices),
+    )
     register_interface_for_device(device, FlagosInterface)
     for i in range(torch.flagos.device_count()):
         register_interface_for_device(f"{device}:{i}", FlagosInterface)
