@@ -325,3 +325,37 @@ def test_variance_keeps_cpus_precision(offset):
     # CPU's own float32 layer norm is off by up to 1e-2 here; ours must not be worse
     cpu_error = (F.layer_norm(x, (300,)).double() - want_ln).abs().max()
     assert (ln.cpu().double() - want_ln).abs().max() <= max(cpu_error, 1e-5)
+
+
+NO_COMPILER = """
+import warnings, torch, flagos_torchfl as ft
+ft.initialize("skeleton")
+x = torch.randn(8, 8, device="flagos")
+f = lambda t: (t * 2).sigmoid() + t
+try:
+    torch.compile(f)(x)
+    print("compiled")
+except Exception as err:
+    print("refused:", "has no compiler" in str(err) and "aot_eager" in str(err))
+torch._dynamo.reset()
+print("mm:", torch.allclose(torch.compile(lambda a: a @ a)(x).cpu(), x.cpu() @ x.cpu(), atol=1e-5))
+torch._dynamo.reset()
+print("aot_eager:", torch.allclose(torch.compile(f, backend="aot_eager")(x).cpu(), f(x.cpu())))
+from flagos_torchfl import cuda_alias
+cuda_alias.activate()
+torch._dynamo.reset()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    out = torch.compile(f)(x.to("cuda"))
+print("alias:", any("has no compiler" in str(w.message) for w in caught), out.device.type)
+"""
+
+
+def test_a_plugin_without_a_compiler_says_so(run_python):
+    """The skeleton plugin has no compiler slot: a graph that needs a fused kernel
+    fails with a clear message, a graph of extern operators compiles, and the
+    cuda alias runs torch.compile with aot_eager and warns why."""
+    out = check_ok(
+        run_python(NO_COMPILER, FLAGOS_BACKEND="skeleton", FLAGOS_ALIAS_CUDA="0")
+    ).splitlines()
+    assert out[-4:] == ["refused: True", "mm: True", "aot_eager: True", "alias: True flagos"]

@@ -34,6 +34,7 @@ from torch._inductor.utils import get_bounds_index_expr
 from torch._inductor.virtualized import OpsWrapper, V, ops
 from torch.utils._sympy.printers import ExprPrinter
 
+from .. import _state
 from . import dtypes
 
 # Reductions whose per-item accumulation and work-group combine exist.
@@ -400,6 +401,7 @@ class FlagosKernel(SIMDKernel):
     kexpr = _printer.doprint
 
     # Set by the scheduling from the active backend (inductor/__init__.py).
+    language: str = ""  # what the plugin's compiler takes; "" without one
     work_groups: bool = False
     group_size: int = 256
     fp64: bool = False
@@ -681,6 +683,12 @@ class FlagosKernel(SIMDKernel):
         return out
 
     def codegen_kernel(self, name: str | None = None) -> str:
+        if not self.language:
+            raise RuntimeError(
+                f"torch.compile on flagos: backend '{_state.backend_name}' has no compiler "
+                "(include/flagos/compiler.h), so inductor cannot build this graph's fused "
+                "kernels; compile with backend='aot_eager' (the same graphs, eager kernels)"
+            )
         self.codegen_body()
         declared = []
         for var in self.cse.varname_map.values():
