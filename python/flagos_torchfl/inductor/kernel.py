@@ -409,7 +409,6 @@ class FlagosKernel(SIMDKernel):
     def __init__(self, tiling: dict[str, sympy.Expr], **kwargs: Any) -> None:
         super().__init__(tiling, **kwargs)
         self.rindexing = IndentedBuffer()  # reduction-index entries of this stage
-        self.accumulators: list[str] = []
         self.acc_ids = 0
         self.contiguous_rows = True  # every load walks r0 with stride 1 (or 0)
 
