@@ -12,6 +12,7 @@ from disk; fewer device kernel launches than eager (counted by the profiler).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import sys
@@ -99,6 +100,23 @@ def test_compiled_model_matches_eager_and_cpu(name):
         _close(gc, gcpu, f"{name} grad {k} vs CPU", rtol=1e-3, atol=1e-5)
 
 
+@contextlib.contextmanager
+def _recording_kernels():
+    """The FusedKernel objects the compiled modules made inside the block."""
+    made = []
+    original = runtime.FusedKernel.__init__
+
+    def remember(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    runtime.FusedKernel.__init__ = remember
+    try:
+        yield made
+    finally:
+        runtime.FusedKernel.__init__ = original
+
+
 def _compiles() -> int:
     return torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
@@ -109,21 +127,11 @@ def test_dynamic_shapes_compile_once_and_build_each_kernel_once():
     dev = copy.deepcopy(cpu).to("flagos")
     torch._dynamo.utils.counters.clear()
     compiled = torch.compile(dev, dynamic=True)
-    kernels = []
-    original = runtime.FusedKernel.__init__
-
-    def remember(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        kernels.append(self)
-
-    runtime.FusedKernel.__init__ = remember
-    try:
+    with _recording_kernels() as kernels:
         for batch in (2, 3, 5, 8, 13):
             x = torch.randn(batch, 7, 32)
             with torch.no_grad():
                 _close(compiled(x.to("flagos")), cpu(x), f"batch {batch}")
-    finally:
-        runtime.FusedKernel.__init__ = original
     assert _compiles() == 1, "a new batch size recompiled"
     # Generic kernels: sizes are arguments, so one build serves every shape.
     assert kernels and all("xnumel" in [p[1] for p in k.params] for k in kernels)
@@ -266,18 +274,8 @@ def test_a_compiled_training_step_launches_fewer_device_kernels():
 
 
 def _kernels_of(fn, *args):
-    made = []
-    original = runtime.FusedKernel.__init__
-
-    def remember(self, *a, **k):
-        original(self, *a, **k)
-        made.append(self)
-
-    runtime.FusedKernel.__init__ = remember
-    try:
+    with _recording_kernels() as made:
         out = torch.compile(fn)(*args)
-    finally:
-        runtime.FusedKernel.__init__ = original
     return out, made
 
 
