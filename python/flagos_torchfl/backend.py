@@ -277,7 +277,11 @@ def kernel_cache_stats() -> dict[str, Any]:
     process's manifest had loaded in the background: Note [Kernel preload]),
     ``first_launches`` (those kernels' launches repeated with no work right
     after loading, so the driver's first-launch work is done before the
-    first call: Note [First launch]), and ``devices`` (the same per device).
+    first call: Note [First launch]), ``warm_launches`` (specializations
+    launched once with no work before they replace the generic kernel: Note
+    [Warm before publishing]), ``reduce_launches`` (launches of reductions
+    by strategy: ``rows``, ``columns``, ``group``; Note [Reduction
+    strategies]), and ``devices`` (the cache counters per device).
     """
     _require_initialized()
     op = getattr(torch.ops.flagos, "_kernel_cache_stats", None)
