@@ -33,6 +33,7 @@
 #include <functional>
 #include <vector>
 
+#include "../host.h"
 #include "flagos/kernel.h"
 
 // The plugin's kernel table; entry.cpp puts it into flagosVendorTables.
@@ -135,7 +136,16 @@ inline bool writable(const Tensor& t) {
 // work at once on the caller (Note [Inline execution], ../stream.cpp); the
 // size is @p cost if >= 0, else the bytes of the tensors copyTensor copied
 // since the last submit on this thread.
-flagosStatus_t submit(flagosStream_t stream, std::function<void()> work, int64_t cost = -1);
+// A template so that work run inline is never copied into a std::function.
+int64_t takeSubmitCost(int64_t cost);  // @p cost, or the bytes counted since the last submit
+template <class Work>
+flagosStatus_t submit(flagosStream_t stream, Work&& work, int64_t cost = -1) {
+  cost = takeSubmitCost(cost);
+  if (!validStream("kernel", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+  stream->enqueue(FLAGOS_TRACE_KERNEL, flagos_kit::trace::takeName("kernel"),
+                  std::forward<Work>(work), cost);
+  return FLAGOS_SUCCESS;
+}
 
 // Runs body(begin, end) over [0, n) in chunks of at least @p grain on the
 // kernel thread pool (and the calling thread). Serial below 2 * grain.

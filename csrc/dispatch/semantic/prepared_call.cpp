@@ -110,9 +110,8 @@ bool shapeOutputs(const OverloadSchema& schema, const MetaResult& shapes, Operan
         continue;
       }
       // Straight to the device allocator (what the core's empty_strided
-      // kernel does) under a guard: a trip through the dispatcher per
-      // output was ~0.1 us of a tiny op's cost.
-      const c10::DeviceGuard guard(o.device);
+      // kernel does; the caller holds a guard on the device): a trip
+      // through the dispatcher per output was ~0.1 us of a tiny op's cost.
       o.outputs.push_back(TensorRef::owned(at::detail::empty_strided_generic(
           m.sizes, m.strides, flagos::deviceAllocator(),
           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype)));
@@ -140,6 +139,20 @@ bool shapeOutputs(const OverloadSchema& schema, const MetaResult& shapes, Operan
 // num_batches_tracked.add_(1) stalled every training step until all the
 // work queued before it had finished (host CNN step: 1.3 ms of waiting).
 void promoteInputs(const OpSpec& spec, Operands& o) {
+  // The common case first: every input on the device, the promoted ones of
+  // one dtype (their result type), so nothing changes.
+  at::ScalarType first = at::ScalarType::Undefined;
+  bool plain = true;
+  for (int i = 0; i < static_cast<int>(o.inputs.size()) && plain; ++i) {
+    const at::Tensor& t = *o.inputs[i];
+    if (!t.defined()) continue;
+    if (t.device() != o.device) plain = false;
+    if (i < 32 && (spec.promote_mask >> i & 1u)) {
+      if (first == at::ScalarType::Undefined) first = t.scalar_type();
+      plain = plain && t.scalar_type() == first;
+    }
+  }
+  if (plain) return;
   at::native::ResultTypeState state;
   for (int i = 0; i < static_cast<int>(o.inputs.size()) && i < 32; ++i)
     if ((spec.promote_mask >> i & 1u) && o.inputs[i]->defined())
@@ -224,6 +237,10 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
                                  std::string* why_host) {
   Operands o;
   if (!gatherOperands(spec_, schema_, args, o)) return Native::Skip;
+  // The device's allocator and stream, for everything below (a guard only
+  // when it changes the device: two virtual calls otherwise).
+  c10::OptionalDeviceGuard guard;
+  if (currentDevice() != o.device.index()) guard.reset_device(o.device);
 
   // Shapes and dtypes (Note [Shape inference cache], shape_cache.cpp).
   // Note [Argument errors come from the CPU]
@@ -264,7 +281,6 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
     return finish();
 
   // Call.
-  c10::DeviceGuard guard(o.device);
   flagosStream_t stream = flagos::currentVendorStream(o.device.index());
   // Note [Index bounds] (index_bounds.cpp)
   if (checksIndexRange(spec_)) checkIndexRange(spec_, o.inputs, abi.scalars);

@@ -50,13 +50,19 @@ void keyTensor(const at::Tensor& t, ShapeKey& k) {
     k.push_back(1);
     return;
   }
-  k.push_back(2);
-  k.push_back(static_cast<int64_t>(t.scalar_type()));
-  k.push_back(t.dim());
-  k.push_back((t.device().is_cpu() ? 1 : 0) |
-              (t.unsafeGetTensorImpl()->is_wrapped_number() ? 2 : 0));
-  for (int64_t d : t.sizes()) k.push_back(d);
-  for (int64_t d : t.strides()) k.push_back(d);
+  // One resize, then plain stores: the key is built on every call.
+  const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
+  const size_t at = k.size(), nd = sizes.size();
+  k.resize(at + 4 + 2 * nd);
+  int64_t* p = k.data() + at;
+  p[0] = 2;
+  p[1] = static_cast<int64_t>(t.scalar_type());
+  p[2] = static_cast<int64_t>(nd);
+  p[3] = (t.device().is_cpu() ? 1 : 0) | (t.unsafeGetTensorImpl()->is_wrapped_number() ? 2 : 0);
+  for (size_t i = 0; i < nd; ++i) {  // a loop: an inlined memcpy of unknown size was a `rep movs`
+    p[4 + i] = sizes[i];
+    p[4 + nd + i] = strides[i];
+  }
 }
 
 // False when `v` cannot be part of a key.
