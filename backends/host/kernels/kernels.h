@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "../host.h"
@@ -52,8 +53,14 @@ struct Tensor {
   char* data = nullptr;
   flagosDtype_t dtype = 0;
   int32_t ndim = 0;
-  int64_t shape[FLAGOS_MAX_DIMS] = {};
-  int64_t strides[FLAGOS_MAX_DIMS] = {};  // in elements
+  int64_t shape[FLAGOS_MAX_DIMS];
+  int64_t strides[FLAGOS_MAX_DIMS];  // in elements
+
+  Tensor() : shape{}, strides{} {}
+  // For copyTensor, which writes every slot: no zero fill first (a `rep
+  // stos` that cost more than the copy on a tiny kernel's call path).
+  struct Unfilled {};
+  explicit Tensor(Unfilled) {}
 
   bool defined() const { return data != nullptr || ndim >= 0; }
   int64_t numel() const {
@@ -149,7 +156,20 @@ flagosStatus_t submit(flagosStream_t stream, Work&& work, int64_t cost = -1) {
 
 // Runs body(begin, end) over [0, n) in chunks of at least @p grain on the
 // kernel thread pool (and the calling thread). Serial below 2 * grain.
-void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+// A template so that the serial case (every small kernel) calls @p body
+// directly: a std::function around a capturing lambda is a heap allocation.
+void parallelForPool(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+template <class Body>
+void parallelFor(int64_t n, int64_t grain, const Body& body) {
+  if (n <= 0) return;
+  grain = grain < 1 ? 1 : grain;
+  static const unsigned cores = std::thread::hardware_concurrency();  // a syscall: once
+  if (n < 2 * grain || cores < 2) {
+    body(int64_t{0}, n);
+    return;
+  }
+  parallelForPool(n, grain, body);
+}
 
 // Typed dispatch over float32/float64; returns false for other dtypes.
 template <typename F>

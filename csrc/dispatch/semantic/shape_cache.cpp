@@ -30,6 +30,7 @@
 #include <c10/core/DefaultDtype.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "dispatch/semantic/shape_store.h"
@@ -241,7 +242,28 @@ std::shared_ptr<const MetaResult> ShapeCache::inferShapes(const c10::OperatorHan
   thread_local ShapeKey key;
   const bool cacheable = exactKey(args, schema.num_args, key);
   if (cacheable) {
-    if (auto hit = findExact(key)) return hit;
+    // Note [Per-thread shape memo]
+    // A repeated call is answered from a small per-thread table of recent
+    // hits (direct-mapped by cache and key hash) with one compare, without
+    // the cache's lock and map walk. A slot holds its own reference, so the
+    // cache may drop the entry meanwhile: the result of a key never changes.
+    struct MemoSlot {
+      const ShapeCache* owner = nullptr;
+      size_t hash = 0;
+      ShapeKey key;
+      std::shared_ptr<const MetaResult> result;
+    };
+    thread_local std::array<MemoSlot, 64> memo;
+    const size_t hash = KeyHash{}(key);
+    MemoSlot& slot = memo[(hash ^ reinterpret_cast<uintptr_t>(this) >> 4) % memo.size()];
+    if (slot.owner == this && slot.hash == hash && slot.key == key) return slot.result;
+    if (auto hit = findExact(key)) {
+      slot.owner = this;
+      slot.hash = hash;
+      slot.key = key;  // reuses the slot's buffer
+      slot.result = hit;
+      return hit;
+    }
   }
   // A miss: a known shape class (Note [Shape classes]) skips the meta call.
   ShapeKey ckey;
