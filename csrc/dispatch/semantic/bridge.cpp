@@ -268,6 +268,7 @@ void SemanticKernel::ensureAnalyzed(const c10::OperatorHandle& op) {
 
 void SemanticKernel::analyze(const c10::OperatorHandle& op) {
   schema_ = analyzeSchema(op, spec_, kOverloads[ov_], name_);
+  shape_rule_ = shapeRuleFor(spec_, schema_);  // Note [Shape classes]
 }
 
 void SemanticKernel::prepare(const c10::OperatorHandle& op) {

@@ -254,7 +254,7 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
   // fallback is counted like any other.
   std::shared_ptr<const MetaResult> shapes;
   try {
-    shapes = shapes_.inferShapes(op, args, schema_, spec_.family);
+    shapes = shapes_.inferShapes(op, args, schema_, shape_rule_);
   } catch (const std::exception&) {
     return Native::Skip;
   }

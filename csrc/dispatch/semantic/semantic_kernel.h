@@ -112,6 +112,7 @@ class SemanticKernel final : public c10::OperatorKernel {
   std::once_flag analyzed_;
   std::atomic<bool> analyzed_done_{false};  // call_once's fast path, without its TLS
   OverloadSchema schema_;
+  ShapeRuleSpec shape_rule_;
   std::once_flag handle_once_;
   std::atomic<bool> handle_done_{false};
   std::optional<c10::OperatorHandle> handle_;
