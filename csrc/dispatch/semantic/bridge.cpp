@@ -59,6 +59,7 @@
 #include "dispatch/semantic/catalog.h"
 #include "dispatch/semantic/generated_tier.h"
 #include "dispatch/semantic/host_tier.h"
+#include "dispatch/semantic/index_bounds.h"
 #include "dispatch/semantic/kernel_index.h"
 #include "dispatch/semantic/overlap.h"
 #include "dispatch/semantic/semantic_kernel.h"
@@ -71,7 +72,8 @@ SemanticKernel::SemanticKernel(int overload)
     : ov_(overload),
       op_index_(kOverloads[overload].op),
       spec_(kOps[op_index_]),
-      name_(std::string("aten::") + kOverloads[overload].name) {
+      name_(std::string("aten::") + kOverloads[overload].name),
+      checks_index_range_(checksIndexRange(spec_)) {
   registry()[overload] = this;
 }
 

@@ -283,7 +283,7 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
   // Call.
   flagosStream_t stream = flagos::currentVendorStream(o.device.index());
   // Note [Index bounds] (index_bounds.cpp)
-  if (checksIndexRange(spec_)) checkIndexRange(spec_, o.inputs, abi.scalars);
+  if (checks_index_range_) checkIndexRange(spec_, o.inputs, abi.scalars);
   const auto n_in = static_cast<int32_t>(abi.in.size());
   const auto n_out = static_cast<int32_t>(abi.out.size());
   const auto n_scalars = static_cast<int32_t>(abi.scalars.size());

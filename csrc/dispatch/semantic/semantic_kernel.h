@@ -107,7 +107,8 @@ class SemanticKernel final : public c10::OperatorKernel {
   const int ov_;
   const int op_index_;
   const OpSpec& spec_;
-  const std::string name_;  // "aten::add.Tensor", the op_stats key
+  const std::string name_;         // "aten::add.Tensor", the op_stats key
+  const bool checks_index_range_;  // Note [Index bounds]
 
   std::once_flag analyzed_;
   std::atomic<bool> analyzed_done_{false};  // call_once's fast path, without its TLS
