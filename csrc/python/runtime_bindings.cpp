@@ -139,25 +139,29 @@ py::object defaultGeneratorObject(int device) {
 // one takes the index as a plain int (-1: the current device), still waits
 // without the GIL and translates errors as torch's own C functions do.
 PyObject* synchronize(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  TORCH_CHECK_TYPE(nargs <= 1, "_synchronize(device=-1) takes at most one argument");
-  long device = -1;
-  if (nargs == 1) {
-    device = PyLong_AsLong(args[0]);
-    if (device == -1 && PyErr_Occurred()) return nullptr;
-  }
-  flagosStatus_t status = FLAGOS_SUCCESS;
-  {
+  // torch's HANDLE_TH_ERRORS only once something throws: its warning
+  // handler costs more than the synchronize of an idle device.
+  try {
+    TORCH_CHECK_TYPE(nargs <= 1, "_synchronize(device=-1) takes at most one argument");
+    long device = -1;
+    if (nargs == 1) {
+      device = PyLong_AsLong(args[0]);
+      if (device == -1 && PyErr_Occurred()) return nullptr;
+    }
     const c10::DeviceIndex index = resolve(static_cast<int>(device));
     const Backend& b = backend();
     const int32_t physical = physicalDevice(index);
+    flagosStatus_t status = FLAGOS_SUCCESS;
     Py_BEGIN_ALLOW_THREADS;  // no pybind11 guard: it looks its internals up each time
     status = b.tables.device->synchronize(physical);
     Py_END_ALLOW_THREADS;
+    check(status, "synchronize");
+    Py_RETURN_NONE;
+  } catch (...) {
+    HANDLE_TH_ERRORS
+    throw;  // translated as torch's own C functions translate it
+    END_HANDLE_TH_ERRORS
   }
-  check(status, "synchronize");
-  Py_RETURN_NONE;
-  END_HANDLE_TH_ERRORS
 }
 
 }  // namespace
