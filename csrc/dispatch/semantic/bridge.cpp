@@ -211,7 +211,7 @@ void SemanticKernel::pushReturns(KernelReturns& ret, torch::jit::Stack* stack) {
     case OutKind::Functional: {
       torch::jit::drop(*stack, schema_.num_args);
       size_t next = 0;
-      for (int32_t n : ret.shapes->layout) {
+      for (int32_t n : ret.layout) {
         if (n < 0) {
           stack->emplace_back(std::move(ret.outs[next++]));
         } else {

@@ -252,18 +252,22 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
   // composites decline bad arguments, and the host tier raises CPU's own
   // error (or, where only the meta kernel was missing, computes it). The
   // fallback is counted like any other.
-  std::shared_ptr<const MetaResult> shapes;
+  const MetaResult* shapes = nullptr;
+  std::shared_ptr<const MetaResult> keep;  // unset when the per-thread memo answered
   try {
-    shapes = shapes_.inferShapes(op, args, schema_, shape_rule_);
+    shapes = shapes_.inferShapes(op, args, schema_, shape_rule_, &keep);
   } catch (const std::exception&) {
     return Native::Skip;
   }
+  // Read now, before anything below may run another operator on this
+  // thread (and so reuse the memo slot behind @p shapes).
   if (!shapeOutputs(schema_, *shapes, o)) return Native::Skip;
-  // The returns: the functional outputs (owned), in the meta kernel's layout.
+  ret.layout.assign(shapes->layout.begin(), shapes->layout.end());
+  shapes = nullptr;
+  // The returns: the functional outputs (owned), in the layout read above.
   const auto finish = [&] {
     if (schema_.kind == OutKind::Functional) {
       for (TensorRef& t : o.outputs) ret.outs.push_back(*std::move(t));
-      ret.shapes = std::move(shapes);
     }
     return Native::Done;
   };

@@ -35,7 +35,7 @@ enum class Native : uint8_t {
 // (in-place and out= calls return their written arguments instead).
 struct KernelReturns {
   c10::SmallVector<at::Tensor, 4> outs;
-  std::shared_ptr<const MetaResult> shapes;  // layout: tensors and lists
+  c10::SmallVector<int32_t, 2> layout;  // per return: -1 one tensor, n: a list of n
 };
 
 // How an unboxed entry's call ended (Note [Unboxed entries], unboxed.cpp).

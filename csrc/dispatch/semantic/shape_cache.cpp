@@ -421,10 +421,9 @@ size_t ShapeCache::KeyHash::operator()(const ShapeKey& k) const noexcept {
   return static_cast<size_t>(flagos_kit::fnv1aWords(k));
 }
 
-std::shared_ptr<const MetaResult> ShapeCache::inferShapes(const c10::OperatorHandle& op,
-                                                          const c10::IValue* args,
-                                                          const OverloadSchema& schema,
-                                                          const ShapeRuleSpec& rule) {
+const MetaResult* ShapeCache::inferShapes(const c10::OperatorHandle& op, const c10::IValue* args,
+                                          const OverloadSchema& schema, const ShapeRuleSpec& rule,
+                                          std::shared_ptr<const MetaResult>* keep) {
   // A per-thread buffer: building the key allocates nothing once warm.
   thread_local ShapeKey key;
   const bool cacheable = exactKey(args, schema.num_args, key);
@@ -434,6 +433,9 @@ std::shared_ptr<const MetaResult> ShapeCache::inferShapes(const c10::OperatorHan
     // hits (direct-mapped by cache and key hash) with one compare, without
     // the cache's lock and map walk. A slot holds its own reference, so the
     // cache may drop the entry meanwhile: the result of a key never changes.
+    // A hit hands out the slot's result without a reference count of its
+    // own (two atomic operations a call): valid until this thread's next
+    // call here.
     struct MemoSlot {
       const ShapeCache* owner = nullptr;
       size_t hash = 0;
@@ -443,13 +445,14 @@ std::shared_ptr<const MetaResult> ShapeCache::inferShapes(const c10::OperatorHan
     thread_local std::array<MemoSlot, 64> memo;
     const size_t hash = KeyHash{}(key);
     MemoSlot& slot = memo[(hash ^ reinterpret_cast<uintptr_t>(this) >> 4) % memo.size()];
-    if (slot.owner == this && slot.hash == hash && slot.key == key) return slot.result;
+    if (slot.owner == this && slot.hash == hash && slot.key == key) return slot.result.get();
     if (auto hit = findExact(key)) {
       slot.owner = this;
       slot.hash = hash;
       slot.key = key;  // reuses the slot's buffer
       slot.result = hit;
-      return hit;
+      *keep = std::move(hit);
+      return keep->get();
     }
   }
   // A miss: a known shape class (Note [Shape classes]) skips the meta call.
@@ -461,14 +464,16 @@ std::shared_ptr<const MetaResult> ShapeCache::inferShapes(const c10::OperatorHan
     if (auto made = fromClass(ckey, shape)) {
       remember(ShapeKey(key), made);
       g_class_hits.fetch_add(1, std::memory_order_relaxed);
-      return made;
+      *keep = std::move(made);
+      return keep->get();
     }
   }
   ShapeKey owned = key;  // a miss: the meta kernel may run code that reuses the buffer
   std::shared_ptr<const MetaResult> result = runMeta(op, args, schema.num_args);
   if (classed) learnClass(std::move(ckey), shape, *result);
   if (cacheable) remember(std::move(owned), result);
-  return result;
+  *keep = std::move(result);
+  return keep->get();
 }
 
 std::shared_ptr<const MetaResult> ShapeCache::findExact(const ShapeKey& key) {

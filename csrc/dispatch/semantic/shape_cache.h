@@ -63,11 +63,12 @@ extern std::atomic<int64_t> g_meta_calls, g_class_hits;
 class ShapeCache {
  public:
   // The shapes of one call of @p op (@p args: its arguments on the stack).
-  // Throws what the meta kernel throws.
-  std::shared_ptr<const MetaResult> inferShapes(const c10::OperatorHandle& op,
-                                                const c10::IValue* args,
-                                                const OverloadSchema& schema,
-                                                const ShapeRuleSpec& rule);
+  // Throws what the meta kernel throws. The result lives in @p keep, or,
+  // when @p keep is left empty, in this thread's memo (Note [Per-thread
+  // shape memo]) until the thread's next inferShapes call.
+  const MetaResult* inferShapes(const c10::OperatorHandle& op, const c10::IValue* args,
+                                const OverloadSchema& schema, const ShapeRuleSpec& rule,
+                                std::shared_ptr<const MetaResult>* keep);
 
   // Note [Shape inference across processes]: the results this process
   // used, in order of first use, until @p visit returns false.
