@@ -10,7 +10,10 @@ time of each, and eager / compiled from the medians and from the worst times.
 
 Cases: a LayerNorm + GELU MLP block and an RMSNorm + SiLU-gated MLP block
 (forward, inference), and a training step (forward, backward, SGD) of the
-small transformer language model of benchmarks/models.py.
+small transformer language model of benchmarks/models.py. On flagos each
+case also reports one step's device time (torch.profiler with PrivateUse1
+activity) split into GEMMs (the eager CLBlast/OpenBLAS kernels in both
+runs) and the rest (what fusion replaces), and the rest's eager / compiled.
 
     python3 benchmarks/bench_compile.py [--configs cpu,host,opencl] [--repeat 15] [--json out.json]
 """
@@ -44,6 +47,20 @@ torch.manual_seed(0)
 def timed(fn):
     sync(); t = time.perf_counter(); fn(); sync()
     return time.perf_counter() - t
+
+GEMM = ("mm", "addmm", "bmm", "baddbmm")
+
+def device_split(step):
+    # Device time of one step (torch.profiler, PrivateUse1 activity): GEMMs and the rest.
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        step(); sync()
+    split = {"gemm": 0.0, "other": 0.0}
+    for e in prof.key_averages():
+        if e.device_type == torch.autograd.DeviceType.PrivateUse1:
+            gemm = e.key in GEMM or "gemm" in e.key.lower()
+            split["gemm" if gemm else "other"] += e.self_device_time_total / 1e3
+    return split
 
 def forward(model, x):
     def run():
@@ -101,6 +118,8 @@ for name, (make, step) in cases.items():
         row[k] = {"median_ms": 1e3 * statistics.median(v), "worst_ms": 1e3 * max(v)}
     row["speedup_median"] = row["eager"]["median_ms"] / row["compiled"]["median_ms"]
     row["speedup_worst"] = row["eager"]["worst_ms"] / row["compiled"]["worst_ms"]
+    if config != "cpu" and ft.backend_info(verbose=False).get("device_activity"):
+        row["device_ms"] = {k: device_split(f) for k, f in (("eager", eager), ("compiled", compiled))}
     out[name] = row
 print(json.dumps(out))
 """
@@ -128,6 +147,14 @@ def main() -> None:
                 f"speedup {r['speedup_median']:.2f}x / {r['speedup_worst']:.2f}x  "
                 f"(warm-up {r['warmup_s']:.1f} s)"
             )
+            if "device_ms" in r:
+                de, dc = r["device_ms"]["eager"], r["device_ms"]["compiled"]
+                ratio = de["other"] / dc["other"] if dc["other"] else float("nan")
+                print(
+                    f"  {'':58s} device ms, GEMM / rest: eager {de['gemm']:.2f} / "
+                    f"{de['other']:.2f}  compiled {dc['gemm']:.2f} / {dc['other']:.2f}  "
+                    f"rest {ratio:.2f}x"
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

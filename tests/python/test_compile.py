@@ -12,6 +12,7 @@ from disk; fewer device kernel launches than eager (counted by the profiler).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import sys
@@ -99,6 +100,23 @@ def test_compiled_model_matches_eager_and_cpu(name):
         _close(gc, gcpu, f"{name} grad {k} vs CPU", rtol=1e-3, atol=1e-5)
 
 
+@contextlib.contextmanager
+def _recording_kernels():
+    """The FusedKernel objects the compiled modules made inside the block."""
+    made = []
+    original = runtime.FusedKernel.__init__
+
+    def remember(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    runtime.FusedKernel.__init__ = remember
+    try:
+        yield made
+    finally:
+        runtime.FusedKernel.__init__ = original
+
+
 def _compiles() -> int:
     return torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
@@ -109,21 +127,11 @@ def test_dynamic_shapes_compile_once_and_build_each_kernel_once():
     dev = copy.deepcopy(cpu).to("flagos")
     torch._dynamo.utils.counters.clear()
     compiled = torch.compile(dev, dynamic=True)
-    kernels = []
-    original = runtime.FusedKernel.__init__
-
-    def remember(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        kernels.append(self)
-
-    runtime.FusedKernel.__init__ = remember
-    try:
+    with _recording_kernels() as kernels:
         for batch in (2, 3, 5, 8, 13):
             x = torch.randn(batch, 7, 32)
             with torch.no_grad():
                 _close(compiled(x.to("flagos")), cpu(x), f"batch {batch}")
-    finally:
-        runtime.FusedKernel.__init__ = original
     assert _compiles() == 1, "a new batch size recompiled"
     # Generic kernels: sizes are arguments, so one build serves every shape.
     assert kernels and all("xnumel" in [p[1] for p in k.params] for k in kernels)
@@ -266,18 +274,8 @@ def test_a_compiled_training_step_launches_fewer_device_kernels():
 
 
 def _kernels_of(fn, *args):
-    made = []
-    original = runtime.FusedKernel.__init__
-
-    def remember(self, *a, **k):
-        original(self, *a, **k)
-        made.append(self)
-
-    runtime.FusedKernel.__init__ = remember
-    try:
+    with _recording_kernels() as made:
         out = torch.compile(fn)(*args)
-    finally:
-        runtime.FusedKernel.__init__ = original
     return out, made
 
 
@@ -309,3 +307,53 @@ def test_a_group_reduction_is_right_on_every_launch():
         not torch.allclose(compiled(xd).cpu(), want, rtol=1e-5, atol=1e-6) for _ in range(300)
     )
     assert bad == 0, f"{bad} of 300 launches were wrong"
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e3, 1e4])
+def test_variance_keeps_cpus_precision(offset):
+    """Note [Shifted sums]: rows whose first element lies 5 sigma from the mean, with
+    a large offset, keep var's and layer norm's float32 precision (vs float64)."""
+    torch.manual_seed(0)
+    x = offset + 1e-2 * torch.randn(64, 300)
+    x[:, 0] = offset + 5e-2
+    want_var = x.double().var(-1)
+    want_ln = F.layer_norm(x.double(), (300,))
+    var, ln = torch.compile(lambda t: (t.var(-1), F.layer_norm(t, (300,))))(x.to("flagos"))
+    assert ((var.cpu().double() - want_var).abs() / want_var).max() < 1e-6
+    # CPU's own float32 layer norm is off by up to 1e-2 here; ours must not be worse
+    cpu_error = (F.layer_norm(x, (300,)).double() - want_ln).abs().max()
+    assert (ln.cpu().double() - want_ln).abs().max() <= max(cpu_error, 1e-5)
+
+
+NO_COMPILER = """
+import warnings, torch, flagos_torchfl as ft
+ft.initialize("skeleton")
+x = torch.randn(8, 8, device="flagos")
+f = lambda t: (t * 2).sigmoid() + t
+try:
+    torch.compile(f)(x)
+    print("compiled")
+except Exception as err:
+    print("refused:", "has no compiler" in str(err) and "aot_eager" in str(err))
+torch._dynamo.reset()
+print("mm:", torch.allclose(torch.compile(lambda a: a @ a)(x).cpu(), x.cpu() @ x.cpu(), atol=1e-5))
+torch._dynamo.reset()
+print("aot_eager:", torch.allclose(torch.compile(f, backend="aot_eager")(x).cpu(), f(x.cpu())))
+from flagos_torchfl import cuda_alias
+cuda_alias.activate()
+torch._dynamo.reset()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    out = torch.compile(f)(x.to("cuda"))
+print("alias:", any("has no compiler" in str(w.message) for w in caught), out.device.type)
+"""
+
+
+def test_a_plugin_without_a_compiler_says_so(run_python):
+    """The skeleton plugin has no compiler slot: a graph that needs a fused kernel
+    fails with a clear message, a graph of extern operators compiles, and the
+    cuda alias runs torch.compile with aot_eager and warns why."""
+    out = check_ok(
+        run_python(NO_COMPILER, FLAGOS_BACKEND="skeleton", FLAGOS_ALIAS_CUDA="0")
+    ).splitlines()
+    assert out[-4:] == ["refused: True", "mm: True", "aot_eager: True", "alias: True flagos"]

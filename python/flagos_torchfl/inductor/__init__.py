@@ -28,6 +28,7 @@ from __future__ import annotations
 from .. import _state
 
 _registered = False
+_compiles = False
 
 
 def enabled() -> bool:
@@ -42,14 +43,21 @@ def registered() -> bool:
 
 
 def register() -> bool:
-    """Registers the flagos inductor backend; False where the plugin has no compiler."""
-    global _registered
+    """Registers the flagos inductor backend; True where it compiles kernels.
+
+    A plugin without a compiler gets the backend too, so that graphs of
+    extern operators (matmul, convolution) compile and a graph that needs a
+    fused kernel fails with a clear message, but register() answers False
+    and the cuda alias keeps torch.compile on aot_eager. FLAGOS_COMPILE=off:
+    nothing is registered.
+    """
+    global _registered, _compiles
     if _registered:
-        return True
+        return _compiles
+    if not enabled():
+        return False
     core = _state.require_initialized()
     language = core._custom_kernel_language()
-    if not language or not enabled():
-        return False
     import torch
     from torch._dynamo.device_interface import register_interface_for_device
     from torch._inductor.codegen.common import (
@@ -64,7 +72,13 @@ def register() -> bool:
     props = torch.flagos.get_device_properties(0)
     group = props.preferred_work_group_size or min(256, props.max_work_group_size or 256)
     group = 1 << (max(1, group).bit_length() - 1)  # group reductions need a power of two
-    set_device_limits(work_groups=language == "opencl-c", group_size=group)
+    devices = core._backend_info()["devices"]
+    set_device_limits(
+        language=language,
+        work_groups=language == "opencl-c",
+        group_size=group,
+        fp64=all(d.get("fp64") for d in devices),
+    )
     register_interface_for_device(device, FlagosInterface)
     for i in range(torch.flagos.device_count()):
         register_interface_for_device(f"{device}:{i}", FlagosInterface)
@@ -79,8 +93,8 @@ def register() -> bool:
         device_custom_pass=FlagosGraphPass(language, group),
     )
     _keep_convolutions_in_their_layout()
-    _registered = True
-    return True
+    _registered, _compiles = True, bool(language)
+    return _compiles
 
 
 def _keep_convolutions_in_their_layout() -> None:

@@ -81,7 +81,9 @@ class FlagosSubgraphWrapperCodegen(_FlagosCalls, SubgraphPythonWrapperCodegen):
     pass
 
 
-def set_device_limits(work_groups: bool, group_size: int) -> None:
+def set_device_limits(language: str, work_groups: bool, group_size: int, fp64: bool) -> None:
     """What the active backend's kernels may use (called at registration)."""
+    FlagosKernel.language = language
     FlagosKernel.work_groups = work_groups
     FlagosKernel.group_size = group_size
+    FlagosKernel.fp64 = fp64
