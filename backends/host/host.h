@@ -24,6 +24,8 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "arena.h"
@@ -141,6 +143,24 @@ constexpr int64_t kInlineMaxCost = 64 * 1024;
 // ------------------------------------------------------ opaque handles ---
 // The C headers declare these structs; only the plugin defines them.
 
+namespace flagos_host {
+
+// A callable borrowed for one call: what the inline path runs, so a small
+// task on an idle stream is never copied into a std::function (a heap
+// allocation and a free per kernel).
+class TaskRef {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, TaskRef>>>
+  TaskRef(F& f) : obj_(&f), call_([](void* o) { (*static_cast<F*>(o))(); }) {}
+  void operator()() const { call_(obj_); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*);
+};
+
+}  // namespace flagos_host
+
 // A stream: a FIFO of work run in order by one worker thread (small work on
 // an idle stream runs on the caller: Note [Inline execution]).
 struct flagosStream_st {
@@ -154,9 +174,17 @@ struct flagosStream_st {
   // the calling thread instead (Note [Inline execution]).
   void enqueue(Task task, int64_t cost = flagos_host::kNeverInline);
   // The same, recording the task's run as @p kind / @p name while tracing
-  // is on (kit/flagos_kit/trace.h); @p name is copied at once.
-  void enqueue(flagosTraceKind_t kind, const char* name, Task task,
-               int64_t cost = flagos_host::kNeverInline);
+  // is on (kit/flagos_kit/trace.h); @p name is copied at once. Any callable:
+  // run inline, it is called where it is, never stored.
+  template <class F>
+  void enqueue(flagosTraceKind_t kind, const char* name, F&& task,
+               int64_t cost = flagos_host::kNeverInline) {
+    if (!flagos_kit::trace::enabled() && tryInline(flagos_host::TaskRef(task), cost)) return;
+    enqueueTraced(kind, name, Task(std::forward<F>(task)), cost);
+  }
+  // Runs @p task at once on the calling thread if the stream is idle and
+  // 0 <= cost <= kInlineMaxCost (Note [Inline execution]); false: not run.
+  bool tryInline(flagos_host::TaskRef task, int64_t cost);
   // Blocks until the work queued before this call is done.
   flagosStatus_t synchronize();
   // SUCCESS when idle, NOT_READY while work is pending.
@@ -169,8 +197,10 @@ struct flagosStream_st {
 
  private:
   void run();  // the worker's loop
-  // Runs @p task with @p lock (on mu_) released, then records its end.
-  void execute(Task& task, std::unique_lock<std::mutex>& lock);
+  void enqueueTraced(flagosTraceKind_t kind, const char* name, Task task, int64_t cost);
+  // Runs @p task with @p lock (on mu_) released, then records its end;
+  // @p owned (the stored task, if any) is released before that.
+  void execute(flagos_host::TaskRef task, std::unique_lock<std::mutex>& lock, Task* owned);
   flagosStatus_t takeError();  // reports a failed task once; mu_ held
 
   std::mutex mu_;

@@ -64,10 +64,23 @@ void flagosStream_st::enqueue(Task task, int64_t cost) {
   }
   ++enqueued_;
   busy_ = true;  // the worker starts nothing while this runs
-  execute(task, lock);
+  execute(flagos_host::TaskRef(task), lock, &task);
   const bool more = !queue_.empty();  // queued by other threads meanwhile
   lock.unlock();
   if (more) work_cv_.notify_one();
+}
+
+bool flagosStream_st::tryInline(flagos_host::TaskRef task, int64_t cost) {
+  if (cost < 0 || cost > flagos_host::kInlineMaxCost) return false;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (busy_ || !queue_.empty() || stop_) return false;
+  ++enqueued_;
+  busy_ = true;
+  execute(task, lock, nullptr);
+  const bool more = !queue_.empty();
+  lock.unlock();
+  if (more) work_cv_.notify_one();
+  return true;
 }
 
 // Note [Traced tasks]
@@ -75,7 +88,8 @@ void flagosStream_st::enqueue(Task task, int64_t cost) {
 // run (where it runs: the worker or, inline, the caller), so a record's
 // times are those of the work itself, not of its queueing. The correlation
 // id is taken now, on the queueing thread (the one running the operator).
-void flagosStream_st::enqueue(flagosTraceKind_t kind, const char* name, Task task, int64_t cost) {
+void flagosStream_st::enqueueTraced(flagosTraceKind_t kind, const char* name, Task task,
+                                    int64_t cost) {
   if (flagos_kit::trace::enabled()) {
     task = [rec = flagos_kit::trace::begin(kind, device, trace_id, name),
             inner = std::move(task)]() mutable {
@@ -96,7 +110,7 @@ void flagosStream_st::run() {
     Task task = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
-    execute(task, lock);
+    execute(flagos_host::TaskRef(task), lock, &task);
   }
 }
 
@@ -108,7 +122,8 @@ void flagos_host::onTaskCounted(std::function<void()> fn) {
   t_after_count = std::move(fn);
 }
 
-void flagosStream_st::execute(Task& task, std::unique_lock<std::mutex>& lock) {
+void flagosStream_st::execute(flagos_host::TaskRef task, std::unique_lock<std::mutex>& lock,
+                              Task* owned) {
   lock.unlock();
   // See Note [ABI boundary]: an exception must not escape the thread
   // (std::terminate) or reach the C caller; it becomes the stream's
@@ -127,7 +142,7 @@ void flagosStream_st::execute(Task& task, std::unique_lock<std::mutex>& lock) {
     status = FLAGOS_ERROR_INTERNAL;
     error = "unknown exception";
   }
-  task = nullptr;  // release captures (markers, ...) before reporting done
+  if (owned) *owned = nullptr;  // release captures (markers, ...) before reporting done
   std::function<void()> after = std::move(t_after_count);
   t_after_count = nullptr;
   lock.lock();

@@ -63,14 +63,15 @@ StatTypes statTypes(const BlockPool& pool) {
   return t;
 }
 
-void update(StatArray& stat, const StatTypes& types, int64_t delta) {
-  c10::CachingAllocator::for_each_selected_stat_type(types, [&](size_t i) {
+inline void update(StatArray& stat, const StatTypes& types, int64_t delta) {
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (!types[i]) continue;
     if (delta >= 0) {
       stat[i].increase(delta);
     } else {
       stat[i].decrease(-delta);
     }
-  });
+  }
 }
 
 }  // namespace
@@ -93,21 +94,22 @@ c10::DataPtr CachingAllocator::allocate(size_t n) {
   Block key{device, stream, size, &pool, nullptr};
   auto it = pool.blocks.lower_bound(&key);
   Block* block = nullptr;
+  BlockPool::Node node;  // Note [Recycled blocks]: the set's node, for the tail
   if (it != pool.blocks.end() && (*it)->stream == stream) {
     block = *it;
-    pool.blocks.erase(it);
+    node = pool.blocks.extract(it);
   } else {
     block = newSegment(dc, device, pool, stream, size);
   }
   const size_t rest = block->size - size;
   if (pool.small ? rest >= kMinBlockSize : rest > kSmallSize) {
-    auto* tail = new Block{device, stream, rest, &pool, block->ptr + size};
+    Block* tail = makeBlock(dc, device, stream, rest, &pool, block->ptr + size);
     tail->prev = block;
     tail->next = block->next;
     if (block->next) block->next->prev = tail;
     block->next = tail;
     block->size = size;
-    pool.blocks.insert(tail);
+    insertFree(pool, tail, std::move(node));
   }
   block->allocated = true;
   block->requested = n;
@@ -239,25 +241,60 @@ void CachingAllocator::freeBlock(DeviceCache& dc, Block* block) {
   update(dc.stats.active, types, -1);
   update(dc.stats.active_bytes, types, -static_cast<int64_t>(block->size));
   auto isFree = [](Block* b) { return b && !b->allocated && b->pending_events == 0; };
+  BlockPool::Node node;  // Note [Recycled blocks]
   if (isFree(block->prev)) {
     Block* prev = block->prev;
-    pool.blocks.erase(prev);
+    node = pool.blocks.extract(prev);
     block->ptr = prev->ptr;
     block->size += prev->size;
     block->prev = prev->prev;
     if (block->prev) block->prev->next = block;
-    delete prev;
+    recycleBlock(dc, prev);
   }
   if (isFree(block->next)) {
     Block* next = block->next;
-    pool.blocks.erase(next);
+    BlockPool::Node other = pool.blocks.extract(next);
+    if (!node) node = std::move(other);
     block->size += next->size;
     block->next = next->next;
     if (block->next) block->next->prev = block;
-    delete next;
+    recycleBlock(dc, next);
   }
   block->requested = 0;
-  pool.blocks.insert(block);
+  insertFree(pool, block, std::move(node));
+}
+
+// Note [Recycled blocks]
+// A tiny op allocates and frees one small block: the allocation splits it
+// off a free block and the free merges it back, which cost three heap
+// allocations and three frees a call (the Block of the tail, and a
+// std::set node on each insert). The set's nodes are moved between its
+// entries (extract / insert of the node handle) and Block structs are kept
+// on a short free list per device, so the steady state allocates nothing.
+Block* CachingAllocator::makeBlock(DeviceCache& dc, c10::DeviceIndex device, c10::StreamId stream,
+                                   size_t size, BlockPool* pool, char* ptr) {
+  if (dc.spare_blocks.empty()) return new Block{device, stream, size, pool, ptr};
+  Block* b = dc.spare_blocks.back();
+  dc.spare_blocks.pop_back();
+  *b = Block{device, stream, size, pool, ptr};
+  return b;
+}
+
+void CachingAllocator::recycleBlock(DeviceCache& dc, Block* b) {
+  if (dc.spare_blocks.size() < 64) {
+    dc.spare_blocks.push_back(b);
+  } else {
+    delete b;
+  }
+}
+
+void CachingAllocator::insertFree(BlockPool& pool, Block* block, BlockPool::Node node) {
+  if (node) {
+    node.value() = block;
+    pool.blocks.insert(std::move(node));
+  } else {
+    pool.blocks.insert(block);
+  }
 }
 
 Block* CachingAllocator::newSegment(DeviceCache& dc, c10::DeviceIndex device, BlockPool& pool,
@@ -299,7 +336,7 @@ Block* CachingAllocator::newSegment(DeviceCache& dc, c10::DeviceIndex device, Bl
   update(dc.stats.segment, types, 1);
   update(dc.stats.reserved_bytes, types, bytes);
   dc.stats.num_device_alloc++;
-  return new Block{device, stream, bytes, &pool, static_cast<char*>(ptr)};
+  return makeBlock(dc, device, stream, bytes, &pool, static_cast<char*>(ptr));
 }
 
 // Hand every whole free segment of the device back to the vendor.
@@ -325,7 +362,7 @@ void CachingAllocator::releaseCached(DeviceCache& dc, c10::DeviceIndex device) {
     update(dc.stats.segment, types, -1);
     update(dc.stats.reserved_bytes, types, -static_cast<int64_t>(b->size));
     dc.stats.num_device_free++;
-    delete b;
+    recycleBlock(dc, b);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/util/flat_hash_map.h>
 
 #include <map>
 #include <memory>
@@ -40,9 +41,11 @@ bool blockLess(const Block* a, const Block* b);
 
 // Free blocks ordered by (stream, size, address): best fit on one stream.
 struct BlockPool {
+  using Set = std::set<Block*, bool (*)(const Block*, const Block*)>;
+  using Node = Set::node_type;
   explicit BlockPool(bool is_small) : small(is_small), blocks(&blockLess) {}
   const bool small;
-  std::set<Block*, bool (*)(const Block*, const Block*)> blocks;
+  Set blocks;
 };
 
 // A recorded event that a freed block waits for (Note [Cross-stream frees]).
@@ -59,6 +62,7 @@ struct DeviceCache {
   int64_t num_cache_flushes = 0;
   std::vector<PendingFree> pending;
   std::vector<flagosEvent_t> spare_events;  // recorded-and-completed, reusable
+  std::vector<Block*> spare_blocks;         // Note [Recycled blocks]
 };
 
 class CachingAllocator final : public c10::DeviceAllocator {
@@ -87,13 +91,19 @@ class CachingAllocator final : public c10::DeviceAllocator {
   flagosEvent_t takeEvent(c10::DeviceIndex device);
   void processEvents(DeviceCache& dc, bool wait = false);
   void freeBlock(DeviceCache& dc, Block* block);
+  Block* makeBlock(DeviceCache& dc, c10::DeviceIndex device, c10::StreamId stream, size_t size,
+                   BlockPool* pool, char* ptr);
+  void recycleBlock(DeviceCache& dc, Block* b);
+  static void insertFree(BlockPool& pool, Block* block, BlockPool::Node node);
   Block* newSegment(DeviceCache& dc, c10::DeviceIndex device, BlockPool& pool, c10::StreamId stream,
                     size_t size);
   void releaseCached(DeviceCache& dc, c10::DeviceIndex device);
 
   std::mutex mutex_;
   std::vector<std::unique_ptr<DeviceCache>> caches_;
-  std::unordered_map<void*, Block*> live_;
+  // Open addressing: an allocation and a free per tiny op cost a node
+  // malloc/free each in a std::unordered_map.
+  ska::flat_hash_map<void*, Block*> live_;
   // segment base -> (bytes, logical device); for deviceOf.
   std::map<uintptr_t, std::pair<size_t, c10::DeviceIndex>> segments_;
 };

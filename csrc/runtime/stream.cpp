@@ -94,6 +94,16 @@ c10::Stream currentStream(c10::DeviceIndex device) {
   return makeStream(device, tl_current[device]);
 }
 
+flagosStream_t currentVendorStream(c10::DeviceIndex device) {
+  device = resolve(device);
+  DeviceStreams& ds = devStreams(device);  // validates the index
+  const c10::StreamId id =
+      tl_current.size() <= static_cast<size_t>(device) ? 0 : tl_current[device];
+  if (id == 0) return ds.default_stream;
+  return poolStream(ds, static_cast<int>((id - 1) / kPoolSize),
+                    static_cast<int>((id - 1) % kPoolSize));
+}
+
 c10::Stream defaultStream(c10::DeviceIndex device) {
   device = resolve(device);
   devStreams(device);

@@ -16,9 +16,8 @@ namespace flagos {
 flagosStream_t vendorStream(const c10::Stream& stream);
 // The calling thread's current stream on logical `device`.
 c10::Stream currentStream(c10::DeviceIndex device);
-inline flagosStream_t currentVendorStream(c10::DeviceIndex device) {
-  return vendorStream(currentStream(device));
-}
+// vendorStream(currentStream(device)) with one lookup: every launch asks.
+flagosStream_t currentVendorStream(c10::DeviceIndex device);
 c10::Stream defaultStream(c10::DeviceIndex device);
 void setCurrentStream(const c10::Stream& stream);
 c10::Stream newStream(c10::DeviceIndex device, int priority);

@@ -29,24 +29,23 @@ void countBytes(const flagosTensor& t) {
 
 Tensor copyTensor(const flagosTensor& t) {
   countBytes(t);
-  Tensor r;
+  Tensor r{Tensor::Unfilled{}};
   r.data = static_cast<char*>(t.data);
   r.dtype = t.dtype;
   r.ndim = t.data == nullptr && t.dtype == 0 ? -1 : t.ndim;  // -1: absent optional
-  for (int i = 0; i < t.ndim && i < FLAGOS_MAX_DIMS; ++i) {
-    r.shape[i] = t.shape[i];
-    r.strides[i] = t.strides[i];
+  // Every slot written: zeros past ndim.
+  for (int i = 0; i < FLAGOS_MAX_DIMS; ++i) {
+    const bool used = i < t.ndim;
+    r.shape[i] = used ? t.shape[i] : 0;
+    r.strides[i] = used ? t.strides[i] : 0;
   }
   return r;
 }
 
-flagosStatus_t submit(flagosStream_t stream, std::function<void()> work, int64_t cost) {
+int64_t takeSubmitCost(int64_t cost) {
   const int64_t bytes = t_bytes;
   t_bytes = 0;
-  if (!validStream("kernel", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-  stream->enqueue(FLAGOS_TRACE_KERNEL, flagos_kit::trace::takeName("kernel"), std::move(work),
-                  cost >= 0 ? cost : bytes);
-  return FLAGOS_SUCCESS;
+  return cost >= 0 ? cost : bytes;
 }
 
 namespace {
@@ -134,13 +133,7 @@ Pool& pool() {
 
 }  // namespace
 
-void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
-  if (n <= 0) return;
-  grain = std::max<int64_t>(grain, 1);
-  if (n < 2 * grain || std::thread::hardware_concurrency() < 2) {
-    body(0, n);
-    return;
-  }
+void parallelForPool(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
   Pool& p = pool();
   const int64_t chunks =
       std::min<int64_t>((n + grain - 1) / grain, static_cast<int64_t>(p.size()) * 4);

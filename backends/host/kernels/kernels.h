@@ -31,8 +31,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <thread>
 #include <vector>
 
+#include "../host.h"
 #include "flagos/kernel.h"
 
 // The plugin's kernel table; entry.cpp puts it into flagosVendorTables.
@@ -51,8 +53,14 @@ struct Tensor {
   char* data = nullptr;
   flagosDtype_t dtype = 0;
   int32_t ndim = 0;
-  int64_t shape[FLAGOS_MAX_DIMS] = {};
-  int64_t strides[FLAGOS_MAX_DIMS] = {};  // in elements
+  int64_t shape[FLAGOS_MAX_DIMS];
+  int64_t strides[FLAGOS_MAX_DIMS];  // in elements
+
+  Tensor() : shape{}, strides{} {}
+  // For copyTensor, which writes every slot: no zero fill first (a `rep
+  // stos` that cost more than the copy on a tiny kernel's call path).
+  struct Unfilled {};
+  explicit Tensor(Unfilled) {}
 
   bool defined() const { return data != nullptr || ndim >= 0; }
   int64_t numel() const {
@@ -135,11 +143,33 @@ inline bool writable(const Tensor& t) {
 // work at once on the caller (Note [Inline execution], ../stream.cpp); the
 // size is @p cost if >= 0, else the bytes of the tensors copyTensor copied
 // since the last submit on this thread.
-flagosStatus_t submit(flagosStream_t stream, std::function<void()> work, int64_t cost = -1);
+// A template so that work run inline is never copied into a std::function.
+int64_t takeSubmitCost(int64_t cost);  // @p cost, or the bytes counted since the last submit
+template <class Work>
+flagosStatus_t submit(flagosStream_t stream, Work&& work, int64_t cost = -1) {
+  cost = takeSubmitCost(cost);
+  if (!validStream("kernel", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+  stream->enqueue(FLAGOS_TRACE_KERNEL, flagos_kit::trace::takeName("kernel"),
+                  std::forward<Work>(work), cost);
+  return FLAGOS_SUCCESS;
+}
 
 // Runs body(begin, end) over [0, n) in chunks of at least @p grain on the
 // kernel thread pool (and the calling thread). Serial below 2 * grain.
-void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+// A template so that the serial case (every small kernel) calls @p body
+// directly: a std::function around a capturing lambda is a heap allocation.
+void parallelForPool(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+template <class Body>
+void parallelFor(int64_t n, int64_t grain, const Body& body) {
+  if (n <= 0) return;
+  grain = grain < 1 ? 1 : grain;
+  static const unsigned cores = std::thread::hardware_concurrency();  // a syscall: once
+  if (n < 2 * grain || cores < 2) {
+    body(int64_t{0}, n);
+    return;
+  }
+  parallelForPool(n, grain, body);
+}
 
 // Typed dispatch over float32/float64; returns false for other dtypes.
 template <typename F>

@@ -59,9 +59,11 @@
 #include "dispatch/semantic/catalog.h"
 #include "dispatch/semantic/generated_tier.h"
 #include "dispatch/semantic/host_tier.h"
+#include "dispatch/semantic/index_bounds.h"
 #include "dispatch/semantic/kernel_index.h"
 #include "dispatch/semantic/overlap.h"
 #include "dispatch/semantic/semantic_kernel.h"
+#include "dispatch/semantic/unboxed.h"
 #include "runtime/backend.h"
 
 namespace flagos::semantic {
@@ -70,7 +72,8 @@ SemanticKernel::SemanticKernel(int overload)
     : ov_(overload),
       op_index_(kOverloads[overload].op),
       spec_(kOps[op_index_]),
-      name_(std::string("aten::") + kOverloads[overload].name) {
+      name_(std::string("aten::") + kOverloads[overload].name),
+      checks_index_range_(checksIndexRange(spec_)) {
   registry()[overload] = this;
 }
 
@@ -81,7 +84,7 @@ std::vector<SemanticKernel*>& SemanticKernel::registry() {
 
 void SemanticKernel::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                                 torch::jit::Stack* stack) {
-  std::call_once(analyzed_, [&] { analyze(op); });
+  ensureAnalyzed(op);
   const Route route = routeFor(op_index_, ov_);
   // FLAGOS_AUTOCOMPARE (autocompare.cpp): off, this is one relaxed load.
   // On, calls that may run on the device are replayed on the CPU.
@@ -101,31 +104,93 @@ void SemanticKernel::operator()(const c10::OperatorHandle& op, c10::DispatchKeyS
   run(op, route, stack);
 }
 
-Tier SemanticKernel::run(const c10::OperatorHandle& op, Route route, torch::jit::Stack* stack) {
-  const c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - schema_.num_args,
-                                        static_cast<size_t>(schema_.num_args));
-  if (schema_.check_devices) checkSameDevice(op, args);  // Note [Tensors on one device]
-  if (schema_.kind != OutKind::Functional) {  // Note [Overlapping writes]: CPU's error, any tier
-    checkWrittenOverlap(spec_.family, args, schema_.outputs, schema_.inputs);
+Unboxed SemanticKernel::callUnboxed(const c10::OperatorHandle& op, const c10::IValue* args,
+                                    at::Tensor* out, torch::jit::Stack* stack) {
+  ensureAnalyzed(op);
+  const auto boxed = [&] {  // owned copies: the boxed path may keep them
+    stack->assign(args, args + schema_.num_args);
+    return Unboxed::Boxed;
+  };
+  if (C10_UNLIKELY(autocompareActive())) {
+    boxed();
+    (*this)(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+    return Unboxed::Boxed;
   }
+  const Route route = routeFor(op_index_, ov_);
+  checkCall(op, args);
+  KernelReturns ret;
+  Tier ran = Tier::Native;
+  std::string why_host;
+  switch (kernelTiers(op, route, args, ret, &ran, &why_host)) {
+    case Native::Done:
+      if (schema_.kind == OutKind::Functional) *out = std::move(ret.outs[0]);
+      return Unboxed::Done;
+    case Native::Host:
+      boxed();
+      runHostTier(op, stack, &why_host);
+      return Unboxed::Boxed;
+    case Native::Skip:
+      break;
+  }
+  boxed();
+  laterTiers(op, route, stack);
+  return Unboxed::Boxed;
+}
+
+void SemanticKernel::checkCall(const c10::OperatorHandle& op, const c10::IValue* args) {
+  if (schema_.check_devices)  // Note [Tensors on one device]
+    checkSameDevice(op, c10::ArrayRef<c10::IValue>(args, static_cast<size_t>(schema_.num_args)));
+  if (schema_.kind != OutKind::Functional) {  // Note [Overlapping writes]: CPU's error, any tier
+    checkWrittenOverlap(spec_.family,
+                        c10::ArrayRef<c10::IValue>(args, static_cast<size_t>(schema_.num_args)),
+                        schema_.outputs, schema_.inputs);
+  }
+}
+
+Tier SemanticKernel::run(const c10::OperatorHandle& op, Route route, torch::jit::Stack* stack) {
+  const c10::IValue* args = stack->data() + stack->size() - schema_.num_args;
+  checkCall(op, args);
+  KernelReturns ret;
+  Tier ran = Tier::Native;
+  std::string why_host;
+  switch (kernelTiers(op, route, args, ret, &ran, &why_host)) {
+    case Native::Done:
+      pushReturns(ret, stack);
+      return ran;
+    case Native::Host:
+      return runHostTier(op, stack, &why_host);
+    case Native::Skip:
+      break;
+  }
+  return laterTiers(op, route, stack);
+}
+
+Native SemanticKernel::kernelTiers(const c10::OperatorHandle& op, Route route,
+                                   const c10::IValue* args, KernelReturns& ret, Tier* ran,
+                                   std::string* why_host) {
   if (route == Route::Auto || route == Route::Native) {
     if (flagosKernelFn fn = kernel()) {
-      std::string why_host;
-      const Native got = tryKernel(op, fn, stack, &why_host);
+      const Native got = tryKernel(op, fn, args, ret, why_host);
       if (got == Native::Done) {
         recordOpCall(counters(), Tier::Native);
-        return Tier::Native;
+        *ran = Tier::Native;
       }
-      if (got == Native::Host) return runHostTier(op, stack, &why_host);
+      if (got != Native::Skip) return got;
     }
   }
   if (route != Route::Fallback && hasGeneratedKernel(op_index_) &&
       !(schema_.kind == OutKind::Functional && generatedInPlaceOnly(op_index_))) {
-    if (tryKernel(op, nullptr, stack) == Native::Done) {
+    if (tryKernel(op, nullptr, args, ret) == Native::Done) {
       recordOpCall(counters(), Tier::Generated);
-      return Tier::Generated;
+      *ran = Tier::Generated;
+      return Native::Done;
     }
   }
+  return Native::Skip;
+}
+
+Tier SemanticKernel::laterTiers(const c10::OperatorHandle& op, Route route,
+                                torch::jit::Stack* stack) {
   // Our own composites (Note [Composite kernels]) before ATen's: ATen has
   // none for the ops we write them for.
   if (route != Route::Fallback && schema_.composite && runComposite(op, stack)) {
@@ -138,6 +203,38 @@ Tier SemanticKernel::run(const c10::OperatorHandle& op, Route route, torch::jit:
     return Tier::Decomposition;
   }
   return runHostTier(op, stack, nullptr);
+}
+
+void SemanticKernel::pushReturns(KernelReturns& ret, torch::jit::Stack* stack) {
+  const c10::IValue* args = stack->data() + (stack->size() - schema_.num_args);
+  switch (schema_.kind) {
+    case OutKind::Functional: {
+      torch::jit::drop(*stack, schema_.num_args);
+      size_t next = 0;
+      for (int32_t n : ret.layout) {
+        if (n < 0) {
+          stack->emplace_back(std::move(ret.outs[next++]));
+        } else {
+          c10::List<at::Tensor> list;
+          for (int32_t j = 0; j < n; ++j) list.push_back(std::move(ret.outs[next++]));
+          stack->emplace_back(std::move(list));
+        }
+      }
+      break;
+    }
+    case OutKind::InPlace:
+    case OutKind::Out: {
+      c10::SmallVector<c10::IValue, 4> rets;
+      for (int a : schema_.outputs) rets.push_back(args[a]);
+      torch::jit::drop(*stack, schema_.num_args);
+      for (int i = 0; i < schema_.num_returns && i < static_cast<int>(rets.size()); ++i)
+        stack->push_back(std::move(rets[i]));
+      break;
+    }
+    case OutKind::Void:
+      torch::jit::drop(*stack, schema_.num_args);
+      break;
+  }
 }
 
 Tier SemanticKernel::runHostTier(const c10::OperatorHandle& op, torch::jit::Stack* stack,
@@ -163,13 +260,35 @@ Tier SemanticKernel::runHostTier(const c10::OperatorHandle& op, torch::jit::Stac
   return Tier::Fallback;
 }
 
+void SemanticKernel::ensureAnalyzed(const c10::OperatorHandle& op) {
+  if (C10_LIKELY(analyzed_done_.load(std::memory_order_acquire))) return;
+  std::call_once(analyzed_, [&] {
+    analyze(op);
+    analyzed_done_.store(true, std::memory_order_release);
+  });
+}
+
 void SemanticKernel::analyze(const c10::OperatorHandle& op) {
   schema_ = analyzeSchema(op, spec_, kOverloads[ov_], name_);
+  shape_rule_ = shapeRuleFor(spec_, schema_);  // Note [Shape classes]
 }
 
 void SemanticKernel::prepare(const c10::OperatorHandle& op) {
-  std::call_once(analyzed_, [&] { analyze(op); });
+  ensureAnalyzed(op);
   hasGeneratedKernel(op_index_);
+}
+
+const c10::OperatorHandle& SemanticKernel::handle() {
+  if (C10_LIKELY(handle_done_.load(std::memory_order_acquire))) return *handle_;
+  std::call_once(handle_once_, [&] {
+    const std::string full = kOverloads[ov_].name;  // "add.Tensor"
+    const size_t dot = full.find('.');
+    handle_ = c10::Dispatcher::singleton().findSchemaOrThrow(
+        ("aten::" + full.substr(0, dot)).c_str(),
+        dot == std::string::npos ? "" : full.substr(dot + 1).c_str());
+    handle_done_.store(true, std::memory_order_release);
+  });
+  return *handle_;
 }
 
 // This overload's op_stats counters (looked up once).
@@ -223,8 +342,9 @@ bool SemanticKernel::runComposite(const c10::OperatorHandle& op, torch::jit::Sta
 
 void registerCatalog(torch::Library& m) {
   for (int i = 0; i < kNumOverloads; ++i) {
-    m.impl(kOverloads[i].name,
-           torch::CppFunction::makeFromBoxedFunctor(std::make_unique<SemanticKernel>(i)));
+    auto kernel = std::make_unique<SemanticKernel>(i);
+    if (registerUnboxed(m, kernel)) continue;  // Note [Unboxed entries]
+    m.impl(kOverloads[i].name, torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
   }
 }
 

@@ -19,13 +19,13 @@ namespace flagos::semantic {
 namespace {
 
 // nll_loss(self, target, weight; reduction, ignore_index): CPU's IndexError.
-void checkTargetRange(const c10::SmallVectorImpl<at::Tensor>& inputs,
+void checkTargetRange(c10::ArrayRef<c10::MaybeOwned<at::Tensor>> inputs,
                       const c10::SmallVectorImpl<flagosScalar>& scalars) {
-  if (inputs.size() < 2 || scalars.size() < 2 || !inputs[1].defined() || inputs[1].numel() == 0)
+  if (inputs.size() < 2 || scalars.size() < 2 || !inputs[1]->defined() || inputs[1]->numel() == 0)
     return;
-  const at::Tensor& self = inputs[0];
+  const at::Tensor& self = *inputs[0];
   const int64_t classes = self.dim() >= 2 ? self.size(1) : self.size(0);
-  at::Tensor target = inputs[1].to(at::kCPU, at::kLong).flatten();
+  at::Tensor target = inputs[1]->to(at::kCPU, at::kLong).flatten();
   target = target.masked_select(target != scalars[1].i);  // ignore_index
   if (target.numel() == 0) return;
   const int64_t lo = target.min().item<int64_t>(), hi = target.max().item<int64_t>();
@@ -39,7 +39,7 @@ bool checksIndexRange(const OpSpec& spec) {
          std::strcmp(spec.id, "nll_loss2d") == 0;
 }
 
-void checkIndexRange(const OpSpec& spec, const c10::SmallVectorImpl<at::Tensor>& inputs,
+void checkIndexRange(const OpSpec& spec, c10::ArrayRef<c10::MaybeOwned<at::Tensor>> inputs,
                      const c10::SmallVectorImpl<flagosScalar>& scalars) {
   if (spec.family != Family::Index) return checkTargetRange(inputs, scalars);
   int index = -1, self = -1;
@@ -48,12 +48,12 @@ void checkIndexRange(const OpSpec& spec, const c10::SmallVectorImpl<at::Tensor>&
     if (name == "index" || name == "indices") index = i;
     if (name == "self" || name == "weight") self = i;
   }
-  if (index < 0 || self < 0 || !inputs[index].defined() || inputs[index].numel() == 0) return;
-  const at::Tensor& source = inputs[self];
+  if (index < 0 || self < 0 || !inputs[index]->defined() || inputs[index]->numel() == 0) return;
+  const at::Tensor& source = *inputs[self];
   const bool embedding = std::string(spec.inputs[self]) == "weight";
   const int64_t dim = embedding || scalars.empty() ? 0 : scalars[0].i;
   const int64_t size = source.dim() == 0 ? 1 : source.size(dim);
-  const at::Tensor host = inputs[index].to(at::kCPU, at::kLong);
+  const at::Tensor host = inputs[index]->to(at::kCPU, at::kLong);
   const int64_t lo = host.min().item<int64_t>(), hi = host.max().item<int64_t>();
   const int64_t bad = lo < 0 ? lo : hi;
   const std::string id = spec.id;

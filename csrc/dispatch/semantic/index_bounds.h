@@ -3,6 +3,8 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 
 #include "dispatch/semantic/catalog.h"
@@ -14,7 +16,7 @@ namespace flagos::semantic {
 bool checksIndexRange(const OpSpec& spec);
 // Raises CPU's error when an index (or nll_loss target) is out of range;
 // @p inputs and @p scalars are the prepared call's.
-void checkIndexRange(const OpSpec& spec, const c10::SmallVectorImpl<at::Tensor>& inputs,
+void checkIndexRange(const OpSpec& spec, c10::ArrayRef<c10::MaybeOwned<at::Tensor>> inputs,
                      const c10::SmallVectorImpl<flagosScalar>& scalars);
 
 }  // namespace flagos::semantic

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 
 #include <algorithm>
@@ -24,10 +25,16 @@
 namespace flagos::semantic {
 namespace {
 
-// The tensors of one call and the device it runs on.
+using TensorRef = c10::MaybeOwned<at::Tensor>;
+
+// The tensors of one call and the device it runs on. Arguments are
+// borrowed, never copied: a copy of a tensor Python holds alone takes a
+// reference on its PyObject, which needs the GIL that the binding released
+// (two GIL round trips a call; Note [Unboxed entries]). Promoted and
+// contiguous stand-ins are owned.
 struct Operands {
-  c10::SmallVector<at::Tensor, 8> inputs;
-  c10::SmallVector<at::Tensor, 4> outputs;  // the written arguments, or the allocated returns
+  c10::SmallVector<TensorRef, 8> inputs;
+  c10::SmallVector<TensorRef, 4> outputs;  // the written arguments, or the allocated returns
   c10::Device device{c10::DeviceType::PrivateUse1};
 };
 
@@ -38,16 +45,19 @@ struct AbiArgs {
   c10::SmallVector<flagosScalar, 16> scalars;
 };
 
-void appendTensors(const c10::IValue& v, c10::SmallVectorImpl<at::Tensor>& out, bool& ok) {
+const at::Tensor& undefinedTensor() {
+  static const at::Tensor none;
+  return none;
+}
+
+void appendTensors(const c10::IValue& v, c10::SmallVectorImpl<TensorRef>& out, bool& ok) {
   if (v.isTensor()) {
-    out.push_back(v.toTensor());
+    out.push_back(TensorRef::borrowed(v.toTensor()));
   } else if (v.isNone()) {
-    out.emplace_back();
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(t);
-  } else if (v.isList()) {
+    out.push_back(TensorRef::borrowed(undefinedTensor()));
+  } else if (v.isList()) {  // Tensor[] and Tensor?[]: the elements live in the argument
     for (const c10::IValue& e : v.toListRef())
-      out.push_back(e.isNone() ? at::Tensor() : e.toTensor());
+      out.push_back(TensorRef::borrowed(e.isNone() ? undefinedTensor() : e.toTensor()));
   } else {
     ok = false;
   }
@@ -61,31 +71,31 @@ bool gatherOperands(const OpSpec& spec, const OverloadSchema& schema, const c10:
   for (int a : schema.inputs) appendTensors(args[a], o.inputs, ok);
   if (!ok) return false;
   std::optional<c10::Device> device;
-  for (const at::Tensor& t : o.inputs) {
-    if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
-      device = t.device();
+  for (const TensorRef& t : o.inputs) {
+    if (t->defined() && t->device().type() == c10::DeviceType::PrivateUse1) {
+      device = t->device();
       break;
     }
   }
   if (schema.kind != OutKind::Functional) {
     for (int a : schema.outputs) appendTensors(args[a], o.outputs, ok);
     if (!ok) return false;
-    for (const at::Tensor& t : o.outputs) {
-      if (t.defined() && !device && t.device().type() == c10::DeviceType::PrivateUse1)
-        device = t.device();
+    for (const TensorRef& t : o.outputs) {
+      if (t->defined() && !device && t->device().type() == c10::DeviceType::PrivateUse1)
+        device = t->device();
     }
   }
   if (!device) return false;
-  for (const at::Tensor& t : o.inputs) {
+  for (const TensorRef& t : o.inputs) {
     // CPU 0-dim tensors are scalars to ATen's pointwise ops; anything else
     // on another device is the host tier's business (it raises or copies).
-    if (t.defined() && t.device() != *device &&
-        !(spec.family == Family::Pointwise && t.device().is_cpu() && t.dim() == 0)) {
+    if (t->defined() && t->device() != *device &&
+        !(spec.family == Family::Pointwise && t->device().is_cpu() && t->dim() == 0)) {
       return false;
     }
   }
-  for (const at::Tensor& t : o.outputs)
-    if (t.defined() && t.device() != *device) return false;
+  for (const TensorRef& t : o.outputs)
+    if (t->defined() && t->device() != *device) return false;
   o.device = *device;
   return true;
 }
@@ -96,24 +106,23 @@ bool shapeOutputs(const OverloadSchema& schema, const MetaResult& shapes, Operan
   if (schema.kind == OutKind::Functional) {
     for (const OutShape& m : shapes.outs) {
       if (m.dtype == at::ScalarType::Undefined) {
-        o.outputs.emplace_back();
+        o.outputs.push_back(TensorRef::borrowed(undefinedTensor()));
         continue;
       }
       // Straight to the device allocator (what the core's empty_strided
-      // kernel does) under a guard: a trip through the dispatcher per
-      // output was ~0.1 us of a tiny op's cost.
-      const c10::DeviceGuard guard(o.device);
-      o.outputs.push_back(at::detail::empty_strided_generic(
+      // kernel does; the caller holds a guard on the device): a trip
+      // through the dispatcher per output was ~0.1 us of a tiny op's cost.
+      o.outputs.push_back(TensorRef::owned(at::detail::empty_strided_generic(
           m.sizes, m.strides, flagos::deviceAllocator(),
-          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype));
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype)));
     }
   } else if (schema.kind == OutKind::Out) {
     // The meta kernel resized its copies of the outputs: mirror that.
     if (shapes.outs.size() != o.outputs.size()) return false;
     for (size_t i = 0; i < o.outputs.size(); ++i) {
-      if (o.outputs[i].defined() &&
-          o.outputs[i].sizes() != c10::IntArrayRef(shapes.outs[i].sizes)) {
-        o.outputs[i].resize_(shapes.outs[i].sizes);
+      if (o.outputs[i]->defined() &&
+          o.outputs[i]->sizes() != c10::IntArrayRef(shapes.outs[i].sizes)) {
+        o.outputs[i]->resize_(shapes.outs[i].sizes);
       }
     }
   }
@@ -130,21 +139,37 @@ bool shapeOutputs(const OverloadSchema& schema, const MetaResult& shapes, Operan
 // num_batches_tracked.add_(1) stalled every training step until all the
 // work queued before it had finished (host CNN step: 1.3 ms of waiting).
 void promoteInputs(const OpSpec& spec, Operands& o) {
+  // The common case first: every input on the device, the promoted ones of
+  // one dtype (their result type), so nothing changes.
+  at::ScalarType first = at::ScalarType::Undefined;
+  bool plain = true;
+  for (int i = 0; i < static_cast<int>(o.inputs.size()) && plain; ++i) {
+    const at::Tensor& t = *o.inputs[i];
+    if (!t.defined()) continue;
+    if (t.device() != o.device) plain = false;
+    if (i < 32 && (spec.promote_mask >> i & 1u)) {
+      if (first == at::ScalarType::Undefined) first = t.scalar_type();
+      plain = plain && t.scalar_type() == first;
+    }
+  }
+  if (plain) return;
   at::native::ResultTypeState state;
   for (int i = 0; i < static_cast<int>(o.inputs.size()) && i < 32; ++i)
-    if ((spec.promote_mask >> i & 1u) && o.inputs[i].defined())
-      state = at::native::update_result_type_state(o.inputs[i], state);
+    if ((spec.promote_mask >> i & 1u) && o.inputs[i]->defined())
+      state = at::native::update_result_type_state(*o.inputs[i], state);
   const at::ScalarType common = at::native::result_type(state);
   for (int i = 0; i < static_cast<int>(o.inputs.size()) && i < 32; ++i) {
-    at::Tensor& t = o.inputs[i];
+    const at::Tensor& t = *o.inputs[i];
     if (!t.defined()) continue;
     const bool promoted = spec.promote_mask >> i & 1u;
     const at::ScalarType dtype = promoted ? common : t.scalar_type();
     if (t.device() != o.device) {
       // Note [CPU scalars are filled, not copied]
-      t = at::empty({}, t.options().device(o.device).dtype(dtype)).fill_(t.item());
+      at::Tensor filled = at::empty({}, t.options().device(o.device).dtype(dtype));
+      filled.fill_(t.item());
+      o.inputs[i] = TensorRef::owned(std::move(filled));
     } else if (dtype != t.scalar_type()) {
-      t = t.to(dtype);
+      o.inputs[i] = TensorRef::owned(t.to(dtype));
     }
   }
 }
@@ -161,9 +186,9 @@ void promoteInputs(const OpSpec& spec, Operands& o) {
 // Returns whether any input changed (else the retry would be the same call).
 bool contiguousInputs(Operands& o) {
   bool changed = false;
-  for (at::Tensor& t : o.inputs) {
-    if (t.defined() && !t.is_contiguous()) {
-      t = t.contiguous();
+  for (TensorRef& t : o.inputs) {
+    if (t->defined() && !t->is_contiguous()) {
+      t = TensorRef::owned(t->contiguous());
       changed = true;
     }
   }
@@ -178,11 +203,11 @@ bool describeOperands(bool pointwise, const Operands& o, AbiArgs& abi) {
   abi.in.resize(n_in);
   abi.out.resize(n_out);
   for (size_t i = 0; i < n_out; ++i)
-    if (!describe(o.outputs[i], abi.out[i], abi.store[i])) return false;
+    if (!describe(*o.outputs[i], abi.out[i], abi.store[i])) return false;
   for (size_t i = 0; i < n_in; ++i) {
     const bool good =
-        pointwise ? describeBroadcast(o.inputs[i], o.outputs[0], abi.in[i], abi.store[n_out + i])
-                  : describe(o.inputs[i], abi.in[i], abi.store[n_out + i]);
+        pointwise ? describeBroadcast(*o.inputs[i], *o.outputs[0], abi.in[i], abi.store[n_out + i])
+                  : describe(*o.inputs[i], abi.in[i], abi.store[n_out + i]);
     if (!good) return false;
   }
   return true;
@@ -192,9 +217,9 @@ bool encodeScalars(const OpSpec& spec, const OverloadSchema& schema, const c10::
                    const Operands& o, AbiArgs& abi) {
   // Dims are normalized against the highest-rank input (cat may list 1-D
   // empty tensors first; a reduction has one input).
-  int64_t ndim0 = o.inputs.empty() ? o.outputs[0].dim() : 0;
-  for (const at::Tensor& t : o.inputs)
-    if (t.defined()) ndim0 = std::max<int64_t>(ndim0, t.dim());
+  int64_t ndim0 = o.inputs.empty() ? o.outputs[0]->dim() : 0;
+  for (const TensorRef& t : o.inputs)
+    if (t->defined()) ndim0 = std::max<int64_t>(ndim0, t->dim());
   try {
     for (int k = 0; k < spec.num_scalars; ++k)
       if (!encodeScalar(spec.scalars[k], schema.scalars[k], args, ndim0, abi.scalars)) return false;
@@ -208,10 +233,14 @@ bool encodeScalars(const OpSpec& spec, const OverloadSchema& schema, const c10::
 
 // Tier 1 (fn: the native kernel) or tier 2 (fn == nullptr: generated).
 Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn fn,
-                                 torch::jit::Stack* stack, std::string* why_host) {
-  const c10::IValue* args = stack->data() + (stack->size() - schema_.num_args);
+                                 const c10::IValue* args, KernelReturns& ret,
+                                 std::string* why_host) {
   Operands o;
   if (!gatherOperands(spec_, schema_, args, o)) return Native::Skip;
+  // The device's allocator and stream, for everything below (a guard only
+  // when it changes the device: two virtual calls otherwise).
+  c10::OptionalDeviceGuard guard;
+  if (currentDevice() != o.device.index()) guard.reset_device(o.device);
 
   // Shapes and dtypes (Note [Shape inference cache], shape_cache.cpp).
   // Note [Argument errors come from the CPU]
@@ -223,13 +252,25 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
   // composites decline bad arguments, and the host tier raises CPU's own
   // error (or, where only the meta kernel was missing, computes it). The
   // fallback is counted like any other.
-  std::shared_ptr<const MetaResult> shapes;
+  const MetaResult* shapes = nullptr;
+  std::shared_ptr<const MetaResult> keep;  // unset when the per-thread memo answered
   try {
-    shapes = shapes_.inferShapes(op, args, schema_, spec_.family);
+    shapes = shapes_.inferShapes(op, args, schema_, shape_rule_, &keep);
   } catch (const std::exception&) {
     return Native::Skip;
   }
+  // Read now, before anything below may run another operator on this
+  // thread (and so reuse the memo slot behind @p shapes).
   if (!shapeOutputs(schema_, *shapes, o)) return Native::Skip;
+  ret.layout.assign(shapes->layout.begin(), shapes->layout.end());
+  shapes = nullptr;
+  // The returns: the functional outputs (owned), in the layout read above.
+  const auto finish = [&] {
+    if (schema_.kind == OutKind::Functional) {
+      for (TensorRef& t : o.outputs) ret.outs.push_back(*std::move(t));
+    }
+    return Native::Done;
+  };
 
   const bool pointwise = spec_.family == Family::Pointwise;
   if (pointwise && spec_.promote_mask) promoteInputs(spec_, o);
@@ -240,14 +281,13 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
   // Empty outputs: the meta kernel checked the arguments and there is
   // nothing to write (kernels and the generator need not handle numel 0).
   if (std::all_of(o.outputs.begin(), o.outputs.end(),
-                  [](const at::Tensor& t) { return !t.defined() || t.numel() == 0; }))
-    return finish(o.outputs, shapes, args, stack);
+                  [](const TensorRef& t) { return !t->defined() || t->numel() == 0; }))
+    return finish();
 
   // Call.
-  c10::DeviceGuard guard(o.device);
   flagosStream_t stream = flagos::currentVendorStream(o.device.index());
   // Note [Index bounds] (index_bounds.cpp)
-  if (checksIndexRange(spec_)) checkIndexRange(spec_, o.inputs, abi.scalars);
+  if (checks_index_range_) checkIndexRange(spec_, o.inputs, abi.scalars);
   const auto n_in = static_cast<int32_t>(abi.in.size());
   const auto n_out = static_cast<int32_t>(abi.out.size());
   const auto n_scalars = static_cast<int32_t>(abi.scalars.size());
@@ -255,7 +295,7 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
     const kernels::Call call{abi.out.data(),     n_out,    abi.in.data(), n_in,
                              abi.scalars.data(), n_scalars};
     if (!runGeneratedKernel(op_index_, o.device.index(), stream, call)) return Native::Skip;
-    return finish(o.outputs, shapes, args, stack);
+    return finish();
   }
   flagosStatus_t status =
       fn(stream, abi.out.data(), n_out, abi.in.data(), n_in, abi.scalars.data(), n_scalars);
@@ -273,42 +313,7 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
     const std::string what = std::string("native kernel '") + spec_.id + "' for " + name_;
     flagos::check(status, what.c_str());
   }
-  return finish(o.outputs, shapes, args, stack);
-}
-
-// Replaces the arguments on @p stack by the returns.
-Native SemanticKernel::finish(c10::SmallVectorImpl<at::Tensor>& outputs,
-                              const std::shared_ptr<const MetaResult>& shapes,
-                              const c10::IValue* args, torch::jit::Stack* stack) {
-  switch (schema_.kind) {
-    case OutKind::Functional: {
-      torch::jit::drop(*stack, schema_.num_args);
-      size_t next = 0;
-      for (int32_t n : shapes->layout) {
-        if (n < 0) {
-          stack->emplace_back(outputs[next++]);
-        } else {
-          c10::List<at::Tensor> list;
-          for (int32_t j = 0; j < n; ++j) list.push_back(outputs[next++]);
-          stack->emplace_back(std::move(list));
-        }
-      }
-      break;
-    }
-    case OutKind::InPlace:
-    case OutKind::Out: {
-      c10::SmallVector<c10::IValue, 4> rets;
-      for (int a : schema_.outputs) rets.push_back(args[a]);
-      torch::jit::drop(*stack, schema_.num_args);
-      for (int i = 0; i < schema_.num_returns && i < static_cast<int>(rets.size()); ++i)
-        stack->push_back(std::move(rets[i]));
-      break;
-    }
-    case OutKind::Void:
-      torch::jit::drop(*stack, schema_.num_args);
-      break;
-  }
-  return Native::Done;
+  return finish();
 }
 
 }  // namespace flagos::semantic

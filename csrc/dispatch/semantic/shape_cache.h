@@ -34,6 +34,27 @@ struct MetaResult {
 };
 using ShapeKey = std::vector<int64_t>;
 
+// How an overload's output shapes follow from its arguments, for shape
+// classes (Note [Shape classes]).
+enum class ShapeRule : uint8_t {
+  None,       // only the meta kernel knows
+  Broadcast,  // pointwise: the broadcast of the tensor arguments
+  Rows,       // the first tensor argument's shape (softmax, cumsum, ...)
+  Reduce,     // the reduced dims dropped, or kept as 1 (sum, amax, ...)
+  LayerNorm,  // the input's shape; statistics: its leading dims, then 1s
+};
+struct ShapeRuleSpec {
+  ShapeRule rule = ShapeRule::None;
+  int dim_arg = -1;         // Reduce: the `dim` argument (-1: every dim)
+  int keepdim_arg = -1;     // Reduce
+  int normalized_arg = -1;  // LayerNorm: `normalized_shape`
+};
+// The rule of one overload (None for out= overloads, and in-place ones
+// outside the pointwise family).
+ShapeRuleSpec shapeRuleFor(const OpSpec& spec, const OverloadSchema& schema);
+// Per output: the rule's shapes (the last one repeats for further outputs).
+using RuleShapes = c10::SmallVector<c10::SmallVector<int64_t, 6>, 2>;
+
 // Meta kernel calls, and results synthesized from a shape class
 // (_shape_store_info).
 extern std::atomic<int64_t> g_meta_calls, g_class_hits;
@@ -42,10 +63,12 @@ extern std::atomic<int64_t> g_meta_calls, g_class_hits;
 class ShapeCache {
  public:
   // The shapes of one call of @p op (@p args: its arguments on the stack).
-  // Throws what the meta kernel throws.
-  std::shared_ptr<const MetaResult> inferShapes(const c10::OperatorHandle& op,
-                                                const c10::IValue* args,
-                                                const OverloadSchema& schema, Family family);
+  // Throws what the meta kernel throws. The result lives in @p keep, or,
+  // when @p keep is left empty, in this thread's memo (Note [Per-thread
+  // shape memo]) until the thread's next inferShapes call.
+  const MetaResult* inferShapes(const c10::OperatorHandle& op, const c10::IValue* args,
+                                const OverloadSchema& schema, const ShapeRuleSpec& rule,
+                                std::shared_ptr<const MetaResult>* keep);
 
   // Note [Shape inference across processes]: the results this process
   // used, in order of first use, until @p visit returns false.
@@ -63,10 +86,9 @@ class ShapeCache {
   };
 
   std::shared_ptr<const MetaResult> findExact(const ShapeKey& key);
-  std::shared_ptr<const MetaResult> fromClass(const ShapeKey& ckey,
-                                              const std::vector<int64_t>& shape);
+  std::shared_ptr<const MetaResult> fromClass(const ShapeKey& ckey, const RuleShapes& shapes);
   void remember(ShapeKey&& key, const std::shared_ptr<const MetaResult>& result);
-  void learnClass(ShapeKey&& ckey, const std::vector<int64_t>& shape, const MetaResult& r);
+  void learnClass(ShapeKey&& ckey, const RuleShapes& shapes, const MetaResult& r);
   void markUsed(const ShapeKey& key, const std::shared_ptr<const MetaResult>& r);
 
   std::shared_mutex cache_mu_;

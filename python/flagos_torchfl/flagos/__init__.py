@@ -23,6 +23,9 @@ from ._utils import _get_device_index
 
 _initialized = False
 _in_bad_fork = False
+# _C._synchronize once the device is up: synchronize()'s common call is then
+# one C call (Note [A cheap synchronize]).
+_synchronize_current: Any = None
 # Seeding before the device is in use waits for _lazy_init, as torch.cuda's
 # _lazy_call does: torch.manual_seed() seeds every device module, and if it
 # brought the device up, torch.flagos.is_initialized() would be True before
@@ -42,10 +45,11 @@ def _lazy_call(fn: Any, kind: str) -> None:
 
 def _after_fork_in_child() -> None:
     # The plugin's threads and device contexts do not survive fork().
-    global _initialized, _in_bad_fork
+    global _initialized, _in_bad_fork, _synchronize_current
     if _core.loaded() and _core.C()._is_initialized():
         _in_bad_fork = True
         _initialized = False
+        _synchronize_current = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -63,7 +67,7 @@ def is_initialized() -> bool:
 
 def _lazy_init() -> None:
     """Called by PyTorch before the first use of the device in a process."""
-    global _initialized
+    global _initialized, _synchronize_current
     if is_initialized():
         return
     if _in_bad_fork:
@@ -75,6 +79,7 @@ def _lazy_init() -> None:
 
     _require_initialized()._init_lazy()
     _initialized = True
+    _synchronize_current = _core.C()._synchronize
     calls = list(_queued_calls.values())
     _queued_calls.clear()
     for fn in calls:
@@ -151,6 +156,9 @@ class device_of(device):
 
 def synchronize(device: Any = None) -> None:
     """Wait for all work queued on every stream of `device` (default: current)."""
+    if device is None and _synchronize_current is not None:
+        _synchronize_current()  # the common call: one C call (Note [A cheap synchronize])
+        return
     _core.C()._synchronize(_index(device))
 
 
