@@ -15,6 +15,7 @@
 
 #include "flagos_kit/calls.h"
 #include "host.h"
+#include "kernels/kernels.h"
 
 namespace flagos_host {
 namespace {
@@ -44,9 +45,24 @@ bool checkCopy(const char* call, void* dst, const void* src, uint64_t bytes,
   return true;
 }
 
+// Copies of at least this many bytes are split over the kernel pool: one
+// thread's memcpy reaches about half of this machine's copy bandwidth (a
+// 16 MiB clone took 1.25 ms against native CPU's 0.6 ms on two threads).
+constexpr uint64_t kParallelCopyBytes = 1 << 20;
+constexpr int64_t kCopyGrain = 256 << 10;
+
 // Device-to-device copies may overlap (a tensor copied onto a view of
-// itself); memmove costs nothing extra when they do not.
+// itself); memmove costs nothing extra when they do not. Overlapping ranges
+// are never split: the pieces would read what other pieces already wrote.
 void copyBytes(void* dst, const void* src, uint64_t bytes, flagosMemcpyKind_t kind) {
+  const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+  if (bytes >= kParallelCopyBytes && (d + bytes <= s || s + bytes <= d)) {
+    kernels::parallelFor(static_cast<int64_t>(bytes), kCopyGrain, [&](int64_t b, int64_t e) {
+      std::memcpy(static_cast<char*>(dst) + b, static_cast<const char*>(src) + b,
+                  static_cast<size_t>(e - b));
+    });
+    return;
+  }
   if (kind == FLAGOS_MEMCPY_DEVICE_TO_DEVICE) {
     std::memmove(dst, src, bytes);
   } else {
