@@ -86,6 +86,32 @@ def test_unary_matches_cpu(name, n):
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1.3e-6, equal_nan=True)
 
 
+def test_exp_over_the_whole_float_range():
+    # Note [Inline exp] (backends/host/kernels/vecmath_avx512.cpp): its own
+    # polynomial, so every region is checked against float64 rounded to
+    # float: overflow to inf past 88.72, denormal results below -87.3, 0
+    # past -103.97, and the specials. Within 2 ULP of the rounded result,
+    # as SLEEF's 1-ULP exp and CPU's are.
+    x = torch.cat(
+        [
+            torch.linspace(-110.0, 95.0, 1_000_001),
+            torch.tensor([88.72283, 88.722839, 88.72284, -87.33654, -103.97207, -103.9721]),
+        ]
+    )
+    got = torch.exp(x.to(DEV)).cpu()
+    want = torch.exp(x.double()).float()
+    assert torch.equal(torch.isinf(got), torch.isinf(want))
+    assert torch.equal(got == 0, want == 0)
+    finite = torch.isfinite(want) & (want != 0)
+    spacing = (torch.nextafter(want.abs(), torch.tensor(math.inf)) - want.abs()).double()
+    ulps = ((got.double() - want.double()).abs() / spacing)[finite]
+    assert ulps.max().item() <= 2.0, ulps.max().item()
+    specials = torch.tensor([math.inf, -math.inf, math.nan, 0.0, -0.0])
+    torch.testing.assert_close(
+        torch.exp(specials.to(DEV)).cpu(), torch.exp(specials), equal_nan=True, atol=0, rtol=0
+    )
+
+
 @pytest.mark.parametrize("n", [7, 16, 4099])
 @pytest.mark.parametrize("name", ["gelu", "gelu_tanh", "silu"])
 def test_activation_backward_matches_cpu(name, n):
