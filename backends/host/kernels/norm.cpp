@@ -1,13 +1,38 @@
 // Normalization: native_layer_norm forward (any input layout) and
 // native_batch_norm forward in training mode (any layout whose spatial dims
-// collapse into one, i.e. NCHW and channels-last). Statistics in double.
+// collapse into one, i.e. NCHW and channels-last). Statistics in double
+// (float layer-norm rows: Note [Vectorized layer norm rows]).
 #include <cmath>
+#include <type_traits>
 
 #include "accumulate.h"
 #include "kernels.h"
+#include "vecmath.h"
 
 namespace flagos_host::kernels {
 namespace {
+
+// Note [Vectorized layer norm rows]
+// A float row's statistics and output through the vector math (vecmath.h):
+// the mean and the squared deviations as float partials of at most 16
+// terms a lane totalled in double, as PyTorch's cascade sums, instead of
+// the double-per-element loops below, which the baseline x86-64 build
+// leaves two lanes wide (layer_norm 4096x1024 ran at 0.73-0.82x native
+// CPU). False where the CPU has no vector path.
+bool vectorRow(const float* x, int64_t n, double eps, const float* w, const float* b, float* y,
+               float* mean, float* rstd) {
+  double sum = 0;
+  if (n == 0 || !vec::rowSum(x, n, &sum)) return false;
+  const double mu = sum / static_cast<double>(n);
+  double ssd = 0;
+  vec::rowSquaredDeviation(x, n, static_cast<float>(mu), &ssd);
+  const float m = static_cast<float>(mu);
+  const float rt = static_cast<float>(1.0 / std::sqrt(ssd / static_cast<double>(n) + eps));
+  vec::normalizeRow(x, n, m, rt, w, b, y);
+  *mean = m;
+  *rstd = rt;
+  return true;
+}
 
 // native_layer_norm(input, normalized_shape, weight?, bias?, eps)
 //   -> (out, mean, rstd). Scalars: len(normalized_shape), eps.
@@ -44,6 +69,11 @@ flagosStatus_t layerNorm(flagosStream_t stream, const flagosTensor* o, int32_t n
                     for (int64_t r = lo; r < hi; ++r) {
                       const T* xr = x.ptr<T>() + r * N;
                       T* yr = out.ptr<T>() + r * N;
+                      if constexpr (std::is_same_v<T, float>) {
+                        // Note [Vectorized layer norm rows]
+                        if (vectorRow(xr, N, eps, wp, bp, yr, mean.ptr<T>() + r, rstd.ptr<T>() + r))
+                          continue;
+                      }
                       const double mu = N ? sumFlat<T>(xr, N) / N : 0;
                       const double var = N ? sumSquaredDeviation(xr, N, mu) / N : 0;
                       const double rs = 1.0 / std::sqrt(var + eps);

@@ -79,4 +79,19 @@ bool expShiftSum(const float* x, float shift, float* y, int64_t n, double* sum) 
   return true;
 }
 
+bool rowSquaredDeviation(const float* x, int64_t n, float mu, double* sum) {
+  const Kernels* k = chosen();
+  if (!k) return false;
+  *sum = k->rowSquaredDeviation(x, n, mu);
+  return true;
+}
+
+bool normalizeRow(const float* x, int64_t n, float mean, float rstd, const float* w, const float* b,
+                  float* y) {
+  const Kernels* k = chosen();
+  if (!k) return false;
+  k->normalizeRow(x, n, mean, rstd, w, b, y);
+  return true;
+}
+
 }  // namespace flagos_host::kernels::vec

@@ -54,4 +54,11 @@ bool rowSum(const float* x, int64_t n, double* sum);
 bool rowMax(const float* x, int64_t n, float* result);
 bool expShiftSum(const float* x, float shift, float* y, int64_t n, double* sum);
 
+// The layer-norm row helpers: sum((x[i] - mu)^2) (float partials of at most
+// 16 terms a lane, the total in double), and y[i] = (x[i] - mean) * rstd
+// (* w[i] where w, + b[i] where b; either may be null).
+bool rowSquaredDeviation(const float* x, int64_t n, float mu, double* sum);
+bool normalizeRow(const float* x, int64_t n, float mean, float rstd, const float* w, const float* b,
+                  float* y);
+
 }  // namespace flagos_host::kernels::vec

@@ -51,7 +51,8 @@ struct Avx2 {
 
 const Kernels* avx2Kernels() {
   using B = Body<Avx2>;
-  static const Kernels k = {B::apply, B::applyGrad, B::rowSum, B::rowMax, B::expShiftSum};
+  static const Kernels k = {B::apply,       B::applyGrad,           B::rowSum,      B::rowMax,
+                            B::expShiftSum, B::rowSquaredDeviation, B::normalizeRow};
   return &k;
 }
 

@@ -84,7 +84,8 @@ struct Avx512 {
 
 const Kernels* avx512Kernels() {
   using B = Body<Avx512>;
-  static const Kernels k = {B::apply, B::applyGrad, B::rowSum, B::rowMax, B::expShiftSum};
+  static const Kernels k = {B::apply,       B::applyGrad,           B::rowSum,      B::rowMax,
+                            B::expShiftSum, B::rowSquaredDeviation, B::normalizeRow};
   return &k;
 }
 

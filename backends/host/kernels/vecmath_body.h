@@ -205,6 +205,54 @@ struct Body {
     return sum;
   }
 
+  // sum((x[i] - mu)^2), accumulated as rowSum: float partials of at most
+  // 16 terms a lane, totalled in double (layer norm's variance).
+  static double rowSquaredDeviation(const float* x, int64_t n, float mu) {
+    constexpr int64_t kStep = 4 * W, kBlock = 16 * kStep;
+    const F m = I::set1(mu);
+    typename I::D acc = I::dzero();
+    int64_t i = 0;
+    while (n - i >= kStep) {
+      const int64_t end = i + std::min<int64_t>(kBlock, (n - i) / kStep * kStep);
+      F s0 = I::set1(0.0f), s1 = s0, s2 = s0, s3 = s0;
+      for (; i < end; i += kStep) {
+        const F d0 = I::sub(I::load(x + i), m), d1 = I::sub(I::load(x + i + W), m);
+        const F d2 = I::sub(I::load(x + i + 2 * W), m), d3 = I::sub(I::load(x + i + 3 * W), m);
+        s0 = I::fmadd(d0, d0, s0);
+        s1 = I::fmadd(d1, d1, s1);
+        s2 = I::fmadd(d2, d2, s2);
+        s3 = I::fmadd(d3, d3, s3);
+      }
+      I::addWidened(I::add(I::add(s0, s1), I::add(s2, s3)), acc);
+    }
+    double sum = I::dsum(acc);
+    for (; i < n; ++i) {
+      const double d = static_cast<double>(x[i]) - mu;
+      sum += d * d;
+    }
+    return sum;
+  }
+
+  // y = (x - mean) * rstd, times w and plus b where given: the same
+  // roundings as the scalar loop of layer norm (no fused multiply-add).
+  static void normalizeRow(const float* x, int64_t n, float mean, float rstd, const float* w,
+                           const float* b, float* y) {
+    const F m = I::set1(mean), r = I::set1(rstd);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      F v = I::mul(I::sub(I::load(x + i), m), r);
+      if (w) v = I::mul(v, I::load(w + i));
+      if (b) v = I::add(v, I::load(b + i));
+      I::store(y + i, v);
+    }
+    for (; i < n; ++i) {
+      float v = (x[i] - mean) * rstd;
+      if (w) v *= w[i];
+      if (b) v += b[i];
+      y[i] = v;
+    }
+  }
+
   static float rowMax(const float* x, int64_t n) {
     F m = I::set1(-std::numeric_limits<float>::infinity());
     bool nan = false;

@@ -14,6 +14,9 @@ struct Kernels {
   double (*rowSum)(const float* x, int64_t n);
   float (*rowMax)(const float* x, int64_t n);
   double (*expShiftSum)(const float* x, float shift, float* y, int64_t n);
+  double (*rowSquaredDeviation)(const float* x, int64_t n, float mu);
+  void (*normalizeRow)(const float* x, int64_t n, float mean, float rstd, const float* w,
+                       const float* b, float* y);
 };
 
 const Kernels* avx2Kernels();    // vecmath_avx2.cpp
