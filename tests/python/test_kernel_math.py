@@ -356,3 +356,26 @@ def test_generated_reductions_on_opencl(run_python):
     # column sums neighbouring items, short rows an item each.
     launches = run_reductions(run_python, "opencl")
     assert launches["group"] > 0 and launches["columns"] > 0 and launches["rows"] > 0, launches
+
+
+@pytest.mark.parametrize(
+    "shape,k,s,p,d,ceil",
+    [
+        ((2, 3, 17, 19), 3, 2, 1, 1, False),
+        ((2, 3, 17, 19), 3, 2, 1, 1, True),
+        ((1, 2, 9, 9), 2, 1, 0, 2, False),
+        ((1, 1, 8, 8), 3, 3, 1, 1, True),
+    ],
+)
+def test_max_pool2d_values_and_indices_match_cpu(shape, k, s, p, d, ceil):
+    # The windows are clipped once a row (pool.cpp): the same maxima and the
+    # same indices as CPU, NaN (the last in a window wins) and windows of
+    # -inf (the window's first element) included.
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(k))
+    x[0, 0, 2, 3] = x[0, 0, 2, 5] = math.nan
+    x[0, 0, 4, 4] = -math.inf
+    x[-1, -1, :4, :4] = -math.inf
+    want, want_i = F.max_pool2d(x, k, s, p, d, ceil_mode=ceil, return_indices=True)
+    got, got_i = F.max_pool2d(x.to(DEV), k, s, p, d, ceil_mode=ceil, return_indices=True)
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True, atol=0, rtol=0)
+    assert torch.equal(got_i.cpu(), want_i)

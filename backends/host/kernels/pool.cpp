@@ -59,27 +59,34 @@ flagosStatus_t maxPool(flagosStream_t stream, const flagosTensor* o, int32_t no,
           const T* xp = x.ptr<T>() + c * p.H * p.W;
           T* yp = y.ptr<T>() + c * p.OH * p.OW;
           int64_t* ip = ix.ptr<int64_t>() + c * p.OH * p.OW;
-          for (int64_t oh = 0; oh < p.OH; ++oh)
+          // The window's rows and columns clipped to the plane once (no
+          // bounds test per element), scanned as CPU's kernel does: the
+          // first maximum, or the last NaN, and the window's first element
+          // when all are -inf.
+          for (int64_t oh = 0; oh < p.OH; ++oh) {
+            int64_t h0 = oh * sh - ph;
+            const int64_t h1 = std::min(h0 + (kh - 1) * dh + 1, p.H);
+            while (h0 < 0) h0 += dh;
             for (int64_t ow = 0; ow < p.OW; ++ow) {
+              int64_t w0 = ow * sw - pw;
+              const int64_t w1 = std::min(w0 + (kw - 1) * dw + 1, p.W);
+              while (w0 < 0) w0 += dw;
               T best = -std::numeric_limits<T>::infinity();
-              int64_t arg = -1;
-              for (int64_t i = 0; i < kh; ++i) {
-                const int64_t h = oh * sh - ph + i * dh;
-                if (h < 0 || h >= p.H) continue;
-                for (int64_t j = 0; j < kw; ++j) {
-                  const int64_t w = ow * sw - pw + j * dw;
-                  if (w < 0 || w >= p.W) continue;
-                  const T v = xp[h * p.W + w];
-                  if (arg < 0 || v > best || v != v) {
+              int64_t arg = h0 * p.W + w0;
+              for (int64_t h = h0; h < h1; h += dh) {
+                const T* row = xp + h * p.W;
+                for (int64_t w = w0; w < w1; w += dw) {
+                  const T v = row[w];
+                  if (v > best || v != v) {
                     best = v;
                     arg = h * p.W + w;
-                    if (v != v) break;
                   }
                 }
               }
               yp[oh * p.OW + ow] = best;
               ip[oh * p.OW + ow] = arg;
             }
+          }
         }
       });
     });
