@@ -29,6 +29,7 @@ enum class Fn {
   Silu,      // x * sigmoid(x)
   Gelu,      // 0.5 x (1 + erf(x / sqrt 2))
   GeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  Count,     // not a function: the number of the above
 };
 
 // True when the vector path runs on this CPU; isaName(): "avx512f",
@@ -41,7 +42,7 @@ const char* isaName();
 bool apply(Fn f, const float* x, float* y, int64_t n);
 
 // The backwards of the activations above: y[i] = g[i] * d f(x[i]) / dx.
-enum class Grad { GeluBackward, GeluTanhBackward, SiluBackward };
+enum class Grad { GeluBackward, GeluTanhBackward, SiluBackward, Count /* their number */ };
 bool applyGrad(Grad f, const float* g, const float* x, float* y, int64_t n);
 
 // The sum of x[0..n) (float partial sums of at most 16 terms a lane, as

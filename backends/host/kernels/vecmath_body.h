@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "vecmath.h"
 
@@ -77,6 +78,7 @@ struct Body {
       case Fn::GeluTanh:
         return I::mul(I::mul(half(), x), I::add(one(), I::tanh(geluTanhInner(x))));
       case Fn::None:
+      case Fn::Count:
         break;
     }
     return x;
@@ -102,135 +104,115 @@ struct Body {
         const F sg = I::div(one(), I::add(one(), expNeg(x)));
         return I::mul(I::mul(g, sg), I::fmadd(x, I::sub(one(), sg), one()));
       }
+      case Grad::Count:
+        break;
     }
     return g;
   }
 
+  // y[0..n) = op(the vectors of src...) a vector at a time, two an
+  // iteration; the tail through zero-padded buffers.
+  template <class Op, class... Src>
+  __attribute__((always_inline)) static void mapVectors(int64_t n, float* y, Op op,
+                                                        const Src*... src) {
+    int64_t i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+      const F a = op(I::load(src + i)...), b = op(I::load(src + i + W)...);
+      I::store(y + i, a);
+      I::store(y + i + W, b);
+    }
+    for (; i + W <= n; i += W) I::store(y + i, op(I::load(src + i)...));
+    if (i < n) {
+      const auto padded = [&](const float* p) {
+        float buf[W] = {};
+        std::memcpy(buf, p + i, (n - i) * sizeof(float));
+        return I::load(buf);
+      };
+      float out[W];
+      I::store(out, op(padded(src)...));
+      std::memcpy(y + i, out, (n - i) * sizeof(float));
+    }
+  }
+
   // Note [One switch a call]: the function is a template argument, chosen
-  // once a call: a switch per vector (a jump table the compiler kept in the
-  // loop) and one dependency chain an iteration ran GELU at half of native
-  // CPU's speed. Two vectors an iteration overlap the division's and exp's
-  // latencies, as ATen's vectorized loops do.
+  // once a call through a table: a switch per vector (a jump table the
+  // compiler kept in the loop) and one dependency chain an iteration ran
+  // GELU at half of native CPU's speed. Two vectors an iteration overlap
+  // the division's and exp's latencies, as ATen's vectorized loops do.
   template <Fn f>
   static void applyFn(const float* x, float* y, int64_t n) {
-    int64_t i = 0;
-    for (; i + 2 * W <= n; i += 2 * W) {
-      const F a = unary(f, I::load(x + i)), b = unary(f, I::load(x + i + W));
-      I::store(y + i, a);
-      I::store(y + i + W, b);
-    }
-    for (; i + W <= n; i += W) I::store(y + i, unary(f, I::load(x + i)));
-    if (i < n) {
-      float buf[W] = {};
-      std::memcpy(buf, x + i, (n - i) * sizeof(float));
-      I::store(buf, unary(f, I::load(buf)));
-      std::memcpy(y + i, buf, (n - i) * sizeof(float));
-    }
+    mapVectors(
+        n, y, [](F v) { return unary(f, v); }, x);
   }
-
-  static void apply(Fn f, const float* x, float* y, int64_t n) {
-    switch (f) {
-      case Fn::Exp:
-        return applyFn<Fn::Exp>(x, y, n);
-      case Fn::Log:
-        return applyFn<Fn::Log>(x, y, n);
-      case Fn::Tanh:
-        return applyFn<Fn::Tanh>(x, y, n);
-      case Fn::Erf:
-        return applyFn<Fn::Erf>(x, y, n);
-      case Fn::Sin:
-        return applyFn<Fn::Sin>(x, y, n);
-      case Fn::Cos:
-        return applyFn<Fn::Cos>(x, y, n);
-      case Fn::Sigmoid:
-        return applyFn<Fn::Sigmoid>(x, y, n);
-      case Fn::Silu:
-        return applyFn<Fn::Silu>(x, y, n);
-      case Fn::Gelu:
-        return applyFn<Fn::Gelu>(x, y, n);
-      case Fn::GeluTanh:
-        return applyFn<Fn::GeluTanh>(x, y, n);
-      case Fn::None:
-        return applyFn<Fn::None>(x, y, n);
-    }
-  }
-
   template <Grad f>
   static void applyGradFn(const float* g, const float* x, float* y, int64_t n) {
-    int64_t i = 0;
-    for (; i + 2 * W <= n; i += 2 * W) {
-      const F a = grad(f, I::load(g + i), I::load(x + i));
-      const F b = grad(f, I::load(g + i + W), I::load(x + i + W));
-      I::store(y + i, a);
-      I::store(y + i + W, b);
-    }
-    for (; i + W <= n; i += W) I::store(y + i, grad(f, I::load(g + i), I::load(x + i)));
-    if (i < n) {
-      float bg[W] = {}, bx[W] = {};
-      std::memcpy(bg, g + i, (n - i) * sizeof(float));
-      std::memcpy(bx, x + i, (n - i) * sizeof(float));
-      I::store(bg, grad(f, I::load(bg), I::load(bx)));
-      std::memcpy(y + i, bg, (n - i) * sizeof(float));
-    }
+    mapVectors(
+        n, y, [](F gv, F xv) { return grad(f, gv, xv); }, g, x);
+  }
+  template <size_t... K>
+  static void apply(Fn f, const float* x, float* y, int64_t n, std::index_sequence<K...>) {
+    static constexpr void (*kByFn[])(const float*, float*,
+                                     int64_t) = {applyFn<static_cast<Fn>(K)>...};
+    kByFn[static_cast<int>(f)](x, y, n);
+  }
+  template <size_t... K>
+  static void applyGrad(Grad f, const float* g, const float* x, float* y, int64_t n,
+                        std::index_sequence<K...>) {
+    static constexpr void (*kByGrad[])(const float*, const float*, float*,
+                                       int64_t) = {applyGradFn<static_cast<Grad>(K)>...};
+    kByGrad[static_cast<int>(f)](g, x, y, n);
+  }
+  static void apply(Fn f, const float* x, float* y, int64_t n) {
+    apply(f, x, y, n, std::make_index_sequence<static_cast<size_t>(Fn::Count)>());
+  }
+  static void applyGrad(Grad f, const float* g, const float* x, float* y, int64_t n) {
+    applyGrad(f, g, x, y, n, std::make_index_sequence<static_cast<size_t>(Grad::Count)>());
   }
 
-  static void applyGrad(Grad f, const float* g, const float* x, float* y, int64_t n) {
-    switch (f) {
-      case Grad::GeluBackward:
-        return applyGradFn<Grad::GeluBackward>(g, x, y, n);
-      case Grad::GeluTanhBackward:
-        return applyGradFn<Grad::GeluTanhBackward>(g, x, y, n);
-      case Grad::SiluBackward:
-        return applyGradFn<Grad::SiluBackward>(g, x, y, n);
+  // The sum of term(x[i]) as PyTorch's cascade sum: float partials of at
+  // most 16 terms a lane (four accumulators, blocks of 16 steps), totalled
+  // in double; @p add folds a vector of x into a partial, @p tail one
+  // element of the remainder.
+  template <class Add, class Tail>
+  __attribute__((always_inline)) static double cascadeSum(const float* x, int64_t n, Add add,
+                                                          Tail tail) {
+    constexpr int64_t kStep = 4 * W, kBlock = 16 * kStep;
+    typename I::D acc = I::dzero();
+    int64_t i = 0;
+    while (n - i >= kStep) {
+      const int64_t end = i + std::min<int64_t>(kBlock, (n - i) / kStep * kStep);
+      F s0 = I::set1(0.0f), s1 = s0, s2 = s0, s3 = s0;
+      for (; i < end; i += kStep) {
+        s0 = add(s0, I::load(x + i));
+        s1 = add(s1, I::load(x + i + W));
+        s2 = add(s2, I::load(x + i + 2 * W));
+        s3 = add(s3, I::load(x + i + 3 * W));
+      }
+      I::addWidened(I::add(I::add(s0, s1), I::add(s2, s3)), acc);
     }
+    double sum = I::dsum(acc);
+    for (; i < n; ++i) sum += tail(x[i]);
+    return sum;
   }
 
   static double rowSum(const float* x, int64_t n) {
-    constexpr int64_t kStep = 4 * W, kBlock = 16 * kStep;
-    typename I::D acc = I::dzero();
-    int64_t i = 0;
-    while (n - i >= kStep) {
-      const int64_t end = i + std::min<int64_t>(kBlock, (n - i) / kStep * kStep);
-      F s0 = I::set1(0.0f), s1 = s0, s2 = s0, s3 = s0;
-      for (; i < end; i += kStep) {
-        s0 = I::add(s0, I::load(x + i));
-        s1 = I::add(s1, I::load(x + i + W));
-        s2 = I::add(s2, I::load(x + i + 2 * W));
-        s3 = I::add(s3, I::load(x + i + 3 * W));
-      }
-      I::addWidened(I::add(I::add(s0, s1), I::add(s2, s3)), acc);
-    }
-    double sum = I::dsum(acc);
-    for (; i < n; ++i) sum += x[i];
-    return sum;
+    return cascadeSum(
+        x, n, [](F s, F v) { return I::add(s, v); }, [](float v) { return double{v}; });
   }
 
-  // sum((x[i] - mu)^2), accumulated as rowSum: float partials of at most
-  // 16 terms a lane, totalled in double (layer norm's variance).
+  // sum((x[i] - mu)^2) (layer norm's variance).
   static double rowSquaredDeviation(const float* x, int64_t n, float mu) {
-    constexpr int64_t kStep = 4 * W, kBlock = 16 * kStep;
     const F m = I::set1(mu);
-    typename I::D acc = I::dzero();
-    int64_t i = 0;
-    while (n - i >= kStep) {
-      const int64_t end = i + std::min<int64_t>(kBlock, (n - i) / kStep * kStep);
-      F s0 = I::set1(0.0f), s1 = s0, s2 = s0, s3 = s0;
-      for (; i < end; i += kStep) {
-        const F d0 = I::sub(I::load(x + i), m), d1 = I::sub(I::load(x + i + W), m);
-        const F d2 = I::sub(I::load(x + i + 2 * W), m), d3 = I::sub(I::load(x + i + 3 * W), m);
-        s0 = I::fmadd(d0, d0, s0);
-        s1 = I::fmadd(d1, d1, s1);
-        s2 = I::fmadd(d2, d2, s2);
-        s3 = I::fmadd(d3, d3, s3);
-      }
-      I::addWidened(I::add(I::add(s0, s1), I::add(s2, s3)), acc);
-    }
-    double sum = I::dsum(acc);
-    for (; i < n; ++i) {
-      const double d = static_cast<double>(x[i]) - mu;
-      sum += d * d;
-    }
-    return sum;
+    return cascadeSum(
+        x, n,
+        [m](F s, F v) {
+          const F d = I::sub(v, m);
+          return I::fmadd(d, d, s);
+        },
+        [mu](float v) {
+          const double d = static_cast<double>(v) - mu;
+          return d * d;
+        });
   }
 
   // y = (x - mean) * rstd, times w and plus b where given: the same
