@@ -117,17 +117,14 @@ Unboxed SemanticKernel::callUnboxed(const c10::OperatorHandle& op, const c10::IV
     return Unboxed::Boxed;
   }
   const Route route = routeFor(op_index_, ov_);
-  checkCall(op, args);
-  KernelReturns ret;
-  Tier ran = Tier::Native;
-  std::string why_host;
-  switch (kernelTiers(op, route, args, ret, &ran, &why_host)) {
+  KernelTiers tiers = kernelTiers(op, route, args);
+  switch (tiers.got) {
     case Native::Done:
-      if (schema_.kind == OutKind::Functional) *out = std::move(ret.outs[0]);
+      if (schema_.kind == OutKind::Functional) *out = std::move(tiers.ret.outs[0]);
       return Unboxed::Done;
     case Native::Host:
       boxed();
-      runHostTier(op, stack, &why_host);
+      runHostTier(op, stack, &tiers.why_host);
       return Unboxed::Boxed;
     case Native::Skip:
       break;
@@ -148,45 +145,39 @@ void SemanticKernel::checkCall(const c10::OperatorHandle& op, const c10::IValue*
 }
 
 Tier SemanticKernel::run(const c10::OperatorHandle& op, Route route, torch::jit::Stack* stack) {
-  const c10::IValue* args = stack->data() + stack->size() - schema_.num_args;
-  checkCall(op, args);
-  KernelReturns ret;
-  Tier ran = Tier::Native;
-  std::string why_host;
-  switch (kernelTiers(op, route, args, ret, &ran, &why_host)) {
+  KernelTiers tiers = kernelTiers(op, route, stack->data() + stack->size() - schema_.num_args);
+  switch (tiers.got) {
     case Native::Done:
-      pushReturns(ret, stack);
-      return ran;
+      pushReturns(tiers.ret, stack);
+      return tiers.ran;
     case Native::Host:
-      return runHostTier(op, stack, &why_host);
+      return runHostTier(op, stack, &tiers.why_host);
     case Native::Skip:
       break;
   }
   return laterTiers(op, route, stack);
 }
 
-Native SemanticKernel::kernelTiers(const c10::OperatorHandle& op, Route route,
-                                   const c10::IValue* args, KernelReturns& ret, Tier* ran,
-                                   std::string* why_host) {
+KernelTiers SemanticKernel::kernelTiers(const c10::OperatorHandle& op, Route route,
+                                        const c10::IValue* args) {
+  checkCall(op, args);
+  KernelTiers t;
   if (route == Route::Auto || route == Route::Native) {
     if (flagosKernelFn fn = kernel()) {
-      const Native got = tryKernel(op, fn, args, ret, why_host);
-      if (got == Native::Done) {
-        recordOpCall(counters(), Tier::Native);
-        *ran = Tier::Native;
-      }
-      if (got != Native::Skip) return got;
+      t.got = tryKernel(op, fn, args, t.ret, &t.why_host);
+      if (t.got == Native::Done) recordOpCall(counters(), Tier::Native);
+      if (t.got != Native::Skip) return t;
     }
   }
   if (route != Route::Fallback && hasGeneratedKernel(op_index_) &&
       !(schema_.kind == OutKind::Functional && generatedInPlaceOnly(op_index_))) {
-    if (tryKernel(op, nullptr, args, ret) == Native::Done) {
+    if (tryKernel(op, nullptr, args, t.ret) == Native::Done) {
       recordOpCall(counters(), Tier::Generated);
-      *ran = Tier::Generated;
-      return Native::Done;
+      t.got = Native::Done;
+      t.ran = Tier::Generated;
     }
   }
-  return Native::Skip;
+  return t;
 }
 
 Tier SemanticKernel::laterTiers(const c10::OperatorHandle& op, Route route,

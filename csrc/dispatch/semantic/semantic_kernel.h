@@ -38,6 +38,16 @@ struct KernelReturns {
   c10::SmallVector<int32_t, 2> layout;  // per return: -1 one tensor, n: a list of n
 };
 
+// How tiers 1 and 2 ended a call: Done (@c ran is the tier, @c ret its
+// returns), Host (the plugin asked for the host tier; @c why_host is its
+// reason) or Skip (on to tier 3).
+struct KernelTiers {
+  Native got = Native::Skip;
+  Tier ran = Tier::Native;
+  KernelReturns ret;
+  std::string why_host;
+};
+
 // How an unboxed entry's call ended (Note [Unboxed entries], unboxed.cpp).
 enum class Unboxed : uint8_t {
   Done,   // a kernel tier ran: the result is the functional output
@@ -81,10 +91,8 @@ class SemanticKernel final : public c10::OperatorKernel {
   // What every tier checks first (Note [Tensors on one device], Note
   // [Overlapping writes]); raises CPU's errors.
   void checkCall(const c10::OperatorHandle& op, const c10::IValue* args);
-  // Tiers 1 and 2. Done: @p ran is the tier; Host: the plugin asked for
-  // the host (@p why_host: its reason); Skip: on to tier 3.
-  Native kernelTiers(const c10::OperatorHandle& op, Route route, const c10::IValue* args,
-                     KernelReturns& ret, Tier* ran, std::string* why_host);
+  // The checks, then tiers 1 and 2, for the boxed and the unboxed path.
+  KernelTiers kernelTiers(const c10::OperatorHandle& op, Route route, const c10::IValue* args);
   // Tiers 3 and 4.
   Tier laterTiers(const c10::OperatorHandle& op, Route route, torch::jit::Stack* stack);
   // Replaces the arguments on @p stack by the returns of a kernel tier.

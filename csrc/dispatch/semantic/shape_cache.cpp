@@ -138,16 +138,20 @@ bool exactKey(const c10::IValue* args, int num_args, ShapeKey& key) {
 
 // ------------------------------------------------------- shape classes ---
 
+c10::SmallVector<int64_t, 6> contiguousStrides(c10::IntArrayRef shape) {
+  c10::SmallVector<int64_t, 6> strides(shape.size());
+  int64_t step = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<int64_t>(shape[d], 1);
+  }
+  return strides;
+}
+
 // A tensor whose strides are exactly the contiguous ones (is_contiguous()
 // ignores the strides of size-1 dims).
 bool canonical(const at::Tensor& t) {
-  const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
-  int64_t step = 1;
-  for (size_t d = sizes.size(); d-- > 0;) {
-    if (strides[d] != step) return false;
-    step *= std::max<int64_t>(sizes[d], 1);
-  }
-  return true;
+  return t.strides() == c10::IntArrayRef(contiguousStrides(t.sizes()));
 }
 
 // False when the call is not class-eligible (Note [Shape classes]).
@@ -312,16 +316,6 @@ bool ruleShapes(const ShapeRuleSpec& rule, const c10::IValue* args, const Overlo
 // Output i's shape: the rule's i-th, the last one for the rest.
 const c10::SmallVector<int64_t, 6>& shapeOf(const RuleShapes& shapes, size_t i) {
   return shapes[std::min(i, shapes.size() - 1)];
-}
-
-c10::SmallVector<int64_t, 6> contiguousStrides(c10::IntArrayRef shape) {
-  c10::SmallVector<int64_t, 6> strides(shape.size());
-  int64_t step = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = step;
-    step *= std::max<int64_t>(shape[d], 1);
-  }
-  return strides;
 }
 
 // --------------------------------------------------------- meta kernel ---
