@@ -29,6 +29,19 @@ ft.initialize({BACKEND!r})
 DEV = torch.device("flagos")
 def counters():
     return json.loads(torch.ops.flagos._shape_store_info())
+def compare_new_shapes(fn, learn, shapes):
+    # The class is learned on @p learn; then each new shape against CPU
+    # (values, dtype, shape, strides), and the counters around them.
+    torch.manual_seed(0)
+    fn(torch.randn(learn).to(DEV))
+    before = counters()
+    for shape in shapes:
+        x = torch.randn(shape)
+        got, want = fn(x.to(DEV)), fn(x)
+        assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, shape)
+        assert got.stride() == want.stride(), (got.stride(), want.stride())
+        torch.testing.assert_close(got.cpu(), want)
+    print(json.dumps({{"before": before, "after": counters()}}))
 """
 
 CLASS_CASE = (
@@ -43,17 +56,8 @@ CASES = {
     "cpu scalar": lambda x: x * torch.tensor(3.0),
     "in place": lambda x: x.clone().mul_(2).add_(x, alpha=0.5).sigmoid_(),
 }
-fn = CASES[sys.argv[1]]
-torch.manual_seed(0)
-fn(torch.randn(2, 2, 2, 2).to(DEV))  # each op's class is learned here (rank does not matter)
-before = counters()
-for shape in [(3, 5), (7, 11, 2), (13,), (1, 9), (4, 1, 6)]:
-    x = torch.randn(shape)
-    got, want = fn(x.to(DEV)), fn(x)
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, shape)
-    assert got.stride() == want.stride(), (got.stride(), want.stride())
-    torch.testing.assert_close(got.cpu(), want)
-print(json.dumps({"before": before, "after": counters()}))
+# Each op's class is learned on the first shape (rank does not matter).
+compare_new_shapes(CASES[sys.argv[1]], (2, 2, 2, 2), [(3, 5), (7, 11, 2), (13,), (1, 9), (4, 1, 6)])
 """
 )
 
@@ -146,17 +150,8 @@ CASES = {
     "max dim": lambda x: x.max(1).values + x.max(1).indices,  # both outputs
     "layer_norm": layer_norm,
 }
-fn = CASES[sys.argv[1]]
-torch.manual_seed(0)
-fn(torch.randn(2, 3, 16).to(DEV))  # the classes of this rank are learned here
-before = counters()
-for shape in [(5, 7, 16), (1, 9, 16), (4, 1, 16), (3, 11, 16)]:
-    x = torch.randn(shape)
-    got, want = fn(x.to(DEV)), fn(x)
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, shape)
-    assert got.stride() == want.stride(), (got.stride(), want.stride())
-    torch.testing.assert_close(got.cpu(), want)
-print(json.dumps({"before": before, "after": counters()}))
+# The classes of this rank are learned on the first shape.
+compare_new_shapes(CASES[sys.argv[1]], (2, 3, 16), [(5, 7, 16), (1, 9, 16), (4, 1, 16), (3, 11, 16)])
 """
 )
 
