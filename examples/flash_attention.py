@@ -101,6 +101,75 @@ __kernel void flash_attn_fwd(FLAGOS_TENSOR(float, o), FLAGOS_TENSOR(float, lse),
 }
 """
 
+# CUDA C: the OpenCL kernel's shape, a block of BM queries sharing each
+# key/value tile in shared memory; blockIdx.y is the (batch x head).
+CUDA = """
+#define BM 16
+#define BN 16
+extern "C" __global__ void flash_attn_fwd(FLAGOS_TENSOR(float, o), FLAGOS_TENSOR(float, lse),
+                                          FLAGOS_TENSOR(const float, q),
+                                          FLAGOS_TENSOR(const float, k),
+                                          FLAGOS_TENSOR(const float, v), long long s_q,
+                                          long long s_k, float scale, int causal) {
+  __shared__ float kt[BN * HEAD_DIM];
+  __shared__ float vt[BN * HEAD_DIM];
+  const int lid = threadIdx.x;
+  const long long block = blockIdx.x;
+  const long long qi = block * BM + lid;
+  const long long bh = blockIdx.y;
+  const float* qp = FLAGOS_PTR(const float, q) + bh * s_q * HEAD_DIM;
+  const float* kp = FLAGOS_PTR(const float, k) + bh * s_k * HEAD_DIM;
+  const float* vp = FLAGOS_PTR(const float, v) + bh * s_k * HEAD_DIM;
+  const bool active = qi < s_q;
+  float qr[HEAD_DIM], acc[HEAD_DIM];
+  for (int d = 0; d < HEAD_DIM; ++d) {
+    qr[d] = active ? qp[qi * HEAD_DIM + d] * scale : 0.0f;
+    acc[d] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  /* Every thread of the block runs the same tiles (barriers). */
+  const long long causal_end = (block + 1) * BM;
+  const long long key_end = causal && causal_end < s_k ? causal_end : s_k;
+  for (long long j0 = 0; j0 < key_end; j0 += BN) {
+    for (int e = lid; e < BN * HEAD_DIM; e += BM) {
+      const long long j = j0 + e / HEAD_DIM;
+      const int d = e % HEAD_DIM;
+      kt[e] = j < s_k ? kp[j * HEAD_DIM + d] : 0.0f;
+      vt[e] = j < s_k ? vp[j * HEAD_DIM + d] : 0.0f;
+    }
+    __syncthreads();
+    if (active) {
+      float sc[BN];
+      float m_new = m;
+      for (int jj = 0; jj < BN; ++jj) {
+        const long long j = j0 + jj;
+        float dot = 0.0f;
+        for (int d = 0; d < HEAD_DIM; ++d) dot += qr[d] * kt[jj * HEAD_DIM + d];
+        sc[jj] = (j < s_k && (!causal || j <= qi)) ? dot : -INFINITY;
+        m_new = fmaxf(m_new, sc[jj]);
+      }
+      if (m_new != -INFINITY) {
+        const float corr = expf(m - m_new);
+        l *= corr;
+        for (int d = 0; d < HEAD_DIM; ++d) acc[d] *= corr;
+        for (int jj = 0; jj < BN; ++jj) {
+          const float p = expf(sc[jj] - m_new);
+          l += p;
+          for (int d = 0; d < HEAD_DIM; ++d) acc[d] += p * vt[jj * HEAD_DIM + d];
+        }
+        m = m_new;
+      }
+    }
+    __syncthreads();
+  }
+  if (active) {
+    float* op = FLAGOS_PTR(float, o) + (bh * s_q + qi) * HEAD_DIM;
+    for (int d = 0; d < HEAD_DIM; ++d) op[d] = acc[d] / l;
+    FLAGOS_PTR(float, lse)[bh * s_q + qi] = m + logf(l);
+  }
+}
+"""
+
 C = """
 #define BN 16
 FLAGOS_KERNEL(flash_attn_fwd) {
@@ -159,13 +228,14 @@ def _kernel(head_dim: int) -> fx.Kernel:
     define = f"-DHEAD_DIM={head_dim}"
     options = {
         "opencl": define,
+        "cuda": define,
         # Reassociated sums vectorize. No -march=native: the host device's
         # cache identity is "x86_64", so a cache copied to an older CPU would
         # load instructions it lacks.
         "c": f"{define} -O3 -fno-math-errno -fassociative-math "
         "-fno-signed-zeros -fno-trapping-math",
     }
-    return fx.compile_kernel("flash_attn_fwd", {"opencl": OPENCL, "c": C}, options)
+    return fx.compile_kernel("flash_attn_fwd", {"opencl": OPENCL, "cuda": CUDA, "c": C}, options)
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -195,7 +265,7 @@ def flash_attn_fwd(
     if s_k == 0:
         return o.zero_(), lse.fill_(-math.inf)
     args = (o, lse, q, k, v, s_q, s_k, fx.float32(scale), fx.int32(int(causal)))
-    if fx.language() == "opencl-c":
+    if fx.language() in ("opencl-c", "cuda-c"):
         blocks = (s_q + BM - 1) // BM
         _kernel(d)(*args, global_size=(blocks * BM, b * h), local_size=(BM, 1))
     else:

@@ -82,6 +82,58 @@ __kernel void rms_norm_bwd(FLAGOS_TENSOR(float, dx), FLAGOS_TENSOR(const float, 
 }
 """
 
+# CUDA C (the cuda plugin, NVRTC): the OpenCL kernels' shape, a block of WG
+# threads per row and a tree reduction in shared memory.
+CUDA = """
+#define WG 64
+__device__ static float group_sum(float v, float* part) {
+  const int lid = threadIdx.x;
+  part[lid] = v;
+  __syncthreads();
+  for (int h = WG / 2; h > 0; h >>= 1) {
+    if (lid < h) part[lid] += part[lid + h];
+    __syncthreads();
+  }
+  const float total = part[0];
+  __syncthreads(); /* part is reused by the next call */
+  return total;
+}
+
+extern "C" __global__ void rms_norm_fwd(FLAGOS_TENSOR(float, y), FLAGOS_TENSOR(float, rstd),
+                                        FLAGOS_TENSOR(const float, x),
+                                        FLAGOS_TENSOR(const float, w), long long n, float eps) {
+  __shared__ float part[WG];
+  const long long row = blockIdx.x;
+  const int lid = threadIdx.x;
+  const float* xr = FLAGOS_PTR(const float, x) + row * n;
+  float* yr = FLAGOS_PTR(float, y) + row * n;
+  const float* wp = FLAGOS_PTR(const float, w);
+  float s = 0.0f;
+  for (long long j = lid; j < n; j += WG) s += xr[j] * xr[j];
+  const float r = rsqrtf(group_sum(s, part) / (float)n + eps);
+  for (long long j = lid; j < n; j += WG) yr[j] = xr[j] * r * wp[j];
+  if (lid == 0) FLAGOS_PTR(float, rstd)[row] = r;
+}
+
+extern "C" __global__ void rms_norm_bwd(FLAGOS_TENSOR(float, dx), FLAGOS_TENSOR(const float, dy),
+                                        FLAGOS_TENSOR(const float, x),
+                                        FLAGOS_TENSOR(const float, w),
+                                        FLAGOS_TENSOR(const float, rstd), long long n) {
+  __shared__ float part[WG];
+  const long long row = blockIdx.x;
+  const int lid = threadIdx.x;
+  const float* xr = FLAGOS_PTR(const float, x) + row * n;
+  const float* dyr = FLAGOS_PTR(const float, dy) + row * n;
+  float* dxr = FLAGOS_PTR(float, dx) + row * n;
+  const float* wp = FLAGOS_PTR(const float, w);
+  float s = 0.0f;
+  for (long long j = lid; j < n; j += WG) s += wp[j] * dyr[j] * xr[j];
+  const float r = FLAGOS_PTR(const float, rstd)[row];
+  const float c = r * r * r * group_sum(s, part) / (float)n;
+  for (long long j = lid; j < n; j += WG) dxr[j] = r * wp[j] * dyr[j] - xr[j] * c;
+}
+"""
+
 # One work item per row; the plugin splits the rows across its threads.
 C = """
 FLAGOS_KERNEL(rms_norm_fwd) {
@@ -131,12 +183,12 @@ OPTIONS = {"c": "-O3 -fno-math-errno -fassociative-math -fno-signed-zeros -fno-t
 
 @functools.cache
 def _kernel(name: str) -> fx.Kernel:
-    return fx.compile_kernel(name, {"opencl": OPENCL, "c": C}, OPTIONS)
+    return fx.compile_kernel(name, {"opencl": OPENCL, "cuda": CUDA, "c": C}, OPTIONS)
 
 
 def _launch_size(rows: int) -> dict:
-    """One work-group per row in OpenCL C, one work item per row in C."""
-    if fx.language() == "opencl-c":
+    """One work-group (block) per row in OpenCL C and CUDA C, one work item per row in C."""
+    if fx.language() in ("opencl-c", "cuda-c"):
         return {"global_size": rows * WG, "local_size": WG}
     return {"global_size": rows}
 

@@ -70,13 +70,20 @@ at::Tensor flatOut(Task& task, const at::Tensor& t, bool read) {
   return staged;
 }
 
+// torch 2.11 named the factor's holder after NCCL.
+#if FLAGOS_TORCH_MINOR <= 11
+using PreMulSumFactor = c10d::NCCLPreMulSumSupplement;
+#else
+using PreMulSumFactor = c10d::PreMulSumSupplement;
+#endif
+
 // Resolves PREMUL_SUM (scale `buffer` by the factor, then SUM); in place
 // when `inplace`, else on a copy. Returns the operator the route runs.
 c10d::ReduceOp::RedOpType resolveReduce(const c10d::ReduceOp& op, at::Tensor& buffer,
                                         bool inplace) {
   if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return op.op_;
   TORCH_CHECK(op.supplement_, "fccl: PREMUL_SUM without a factor");
-  const auto* factor = static_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+  const auto* factor = static_cast<const PreMulSumFactor*>(op.supplement_.get());
   if (factor->tensor_factor.defined()) {
     at::Tensor f = factor->tensor_factor.to(buffer.device(), buffer.scalar_type());
     buffer = inplace ? buffer.mul_(f) : buffer.mul(f);
@@ -400,9 +407,13 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::reduce_scatter_tensor_coalesced(
     o.count = outputs[i].numel();
     task->ops.push_back(std::move(o));
   }
+#if FLAGOS_TORCH_MINOR <= 11
+  const c10d::OpType coalesced = c10d::OpType::COALESCED;  // 2.11 has no specific type
+#else
+  const c10d::OpType coalesced = c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED;
+#endif
   return submit(std::move(task),
-                inputs.size() == 1 ? c10d::OpType::_REDUCE_SCATTER_BASE
-                                   : c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED,
+                inputs.size() == 1 ? c10d::OpType::_REDUCE_SCATTER_BASE : coalesced,
                 outputs, opts.timeout);
 }
 

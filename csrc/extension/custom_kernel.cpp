@@ -42,6 +42,14 @@ const char kOpenclPrelude[] =
     "#define FLAGOS_PTR(T, name) ((__global T*)((__global char*)name##_base_ + "
     "name##_offset_))\n"
     "#line 1\n";
+// "cuda-c": a device pointer is one parameter; kernels are `extern "C"
+// __global__` (found by name) and use CUDA's own indices.
+const char kCudaPrelude[] =
+    "/* flagos custom-kernel prelude (Note [Custom kernels]) */\n"
+    "#define FLAGOS_TENSOR(T, name) T* name##_ptr_\n"
+    "#define FLAGOS_PTR(T, name) ((T*)name##_ptr_)\n"
+    "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
+    "#line 1\n";
 const char kCPrelude[] =
     "/* flagos custom-kernel prelude (Note [Custom kernels]) */\n"
     "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n"
@@ -60,8 +68,9 @@ std::string language() {
 }
 
 const std::string& preludeFor(const std::string& lang) {
-  static const std::string opencl = kOpenclPrelude, c = kCPrelude, none;
+  static const std::string opencl = kOpenclPrelude, c = kCPrelude, cuda = kCudaPrelude, none;
   if (lang == "opencl-c") return opencl;
+  if (lang == "cuda-c") return cuda;
   if (lang == "c") return c;
   return none;
 }

@@ -119,8 +119,10 @@ const Dialect* dialectFor(const std::string& language) {
   // Leaked: a background build may still emit while the process exits.
   static const Dialect* const c = makeCDialect().release();
   static const Dialect* const opencl = makeOpenCLDialect().release();
+  static const Dialect* const cuda = makeCudaDialect().release();
   if (language == "c") return c;
   if (language == "opencl-c") return opencl;
+  if (language == "cuda-c") return cuda;
   return nullptr;
 }
 

@@ -173,9 +173,31 @@ class Dialect {
 
 std::unique_ptr<Dialect> makeCDialect();
 std::unique_ptr<Dialect> makeOpenCLDialect();
+std::unique_ptr<Dialect> makeCudaDialect();
 // The one place a language name maps to a Dialect (one instance per
 // language, never freed); nullptr for a language without an emitter.
 const Dialect* dialectFor(const std::string& language);
+
+// How a dialect with work-groups (OpenCL C, CUDA C) spells what the group
+// code shared by them (emit_groups.cpp) needs.
+struct GroupSpelling {
+  std::string fn;          // before a helper function: "" or "__device__ "
+  std::string local_ptr;   // before the pointee type of a group-memory pointer: "__local " or ""
+  std::string local_decl;  // before a group array declared in a kernel: "__local " or "__shared__ "
+  std::string barrier;     // a statement all items of a group reach together
+  std::string local_id;    // the item's index in its group
+  std::string local_size;  // the group's size
+  std::string group_id;    // the group's index
+  std::string i64;         // the int64 type
+};
+// Note [Work-group combine helpers] for @p type (suffix f, d or l).
+std::string groupHelpers(const GroupSpelling& g, const std::string& type,
+                         const std::string& suffix);
+// Fused GroupReduction kernels (Note [Fused kernel bodies]): the file-scope
+// macros and helpers, and the lines after the signature (scratch arrays,
+// xindex, flagos_valid).
+std::string fusedGroupPrelude(const GroupSpelling& g, int group, int rows, bool fp64);
+std::string fusedGroupOpen(const GroupSpelling& g);
 
 // Helpers shared by the dialects' preludes: integer and NaN-propagating
 // float helpers, written once over the macros FLAGOS_I64/FLAGOS_U64/FLAGOS_FN.

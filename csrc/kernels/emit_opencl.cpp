@@ -71,70 +71,15 @@ void flagos_atomic_add_d(__global double* p, double v) {
 #endif
 )";
 
-// GroupReduction: the items of a group stride over the row, then combine.
-const char* kGroupMacros =
-    R"(#define FLAGOS_LOCAL (FLAGOS_GROUP * FLAGOS_ROWS)
-#define FLAGOS_RLOOP(r, n) for (long r = flagos_lid; r < (n); r += FLAGOS_GROUP)
-#define FLAGOS_GROUP_LEADER (flagos_lid == 0 && flagos_valid)
-#define FLAGOS_STORE_OK flagos_valid
-#define FLAGOS_SEG(s) ((s) + flagos_seg * FLAGOS_GROUP)
-#define FLAGOS_GROUP_SUM(S, v) flagos_group_sum##S((v), FLAGOS_SEG(flagos_scratch_##S))
-#define FLAGOS_GROUP_PROD(S, v) flagos_group_prod##S((v), FLAGOS_SEG(flagos_scratch_##S))
-#define FLAGOS_GROUP_MAX(S, v) flagos_group_max##S((v), FLAGOS_SEG(flagos_scratch_##S))
-#define FLAGOS_GROUP_MIN(S, v) flagos_group_min##S((v), FLAGOS_SEG(flagos_scratch_##S))
-#define FLAGOS_GROUP_WELFORD(S, mean, m2, w) flagos_group_welford##S(&(mean), &(m2), &(w), FLAGOS_SEG(flagos_scratch_##S))
-#define FLAGOS_GROUP_ARGMAX(S, v, i) flagos_group_argmax##S(&(v), &(i), FLAGOS_SEG(flagos_scratch_##S), FLAGOS_SEG(flagos_scratch_i + 2 * FLAGOS_LOCAL))
-#define FLAGOS_GROUP_ARGMIN(S, v, i) flagos_group_argmin##S(&(v), &(i), FLAGOS_SEG(flagos_scratch_##S), FLAGOS_SEG(flagos_scratch_i + 2 * FLAGOS_LOCAL))
-)";
-
-// Note [Work-group combine helpers] (emit.h) for one type: the first level
-// folds runs of 8 values into s[lanes + 1 ...], the second (lane 0) those
-// into s[lanes], which every lane then reads; the next call writes s[lane]
-// before its first barrier, so no trailing barrier is needed.
-std::string groupHelpers(const std::string& t, const std::string& suffix) {
-  const bool floating = t != "long";
-  const std::string max = floating ? "flagos_max" + suffix : "flagos_imax";
-  const std::string min = floating ? "flagos_min" + suffix : "flagos_imin";
-  std::string out;
-  for (const auto& [op, expr] :
-       std::vector<std::pair<std::string, std::string>>{{"sum", "r + s[k]"},
-                                                        {"prod", "r * s[k]"},
-                                                        {"max", max + "(r, s[k])"},
-                                                        {"min", min + "(r, s[k])"}}) {
-    const std::string seg = "flagos_segment_" + op + "_" + suffix;
-    out += t + " " + seg + "(" + t + " v, __local " + t +
-           "* s, int lane, int n) {\n"
-           "  const int m = (n + 7) / 8;\n"
-           "  s[lane] = v;\n"
-           "  barrier(CLK_LOCAL_MEM_FENCE);\n"
-           "  if (lane < m) {\n"
-           "    " +
-           t +
-           " r = s[lane * 8];\n"
-           "    for (int k = lane * 8 + 1; k < lane * 8 + 8 && k < n; ++k) r = " +
-           expr +
-           ";\n"
-           "    s[n + 1 + lane] = r;\n"
-           "  }\n"
-           "  barrier(CLK_LOCAL_MEM_FENCE);\n"
-           "  if (lane == 0) {\n"
-           "    " +
-           t +
-           " r = s[n + 1];\n"
-           "    for (int k = n + 2; k < n + 1 + m; ++k) r = " +
-           expr +
-           ";\n"
-           "    s[n] = r;\n"
-           "  }\n"
-           "  barrier(CLK_LOCAL_MEM_FENCE);\n"
-           "  return s[n]; }\n" +
-           t + " flagos_group_" + op + "_" + suffix + "(" + t + " v, __local " + t +
-           "* s) {\n"
-           "  return " +
-           seg + "(v, s, (int)get_local_id(0), (int)get_local_size(0)); }\n";
-  }
-  return out;
-}
+// The spellings of the shared work-group code (emit_groups.cpp).
+const GroupSpelling kGroups{"",
+                            "__local ",
+                            "__local ",
+                            "barrier(CLK_LOCAL_MEM_FENCE);",
+                            "get_local_id(0)",
+                            "get_local_size(0)",
+                            "get_group_id(0)",
+                            "long"};
 
 class OpenCLDialect : public Dialect {
  public:
@@ -239,8 +184,8 @@ class OpenCLDialect : public Dialect {
     return "convert_long8(-(" + v + " != 0))";
   }
   std::string groupPrelude(bool fp64) const override {
-    std::string s = groupHelpers("float", "f") + groupHelpers("long", "l");
-    if (fp64) s += groupHelpers("double", "d");
+    std::string s = groupHelpers(kGroups, "float", "f") + groupHelpers(kGroups, "long", "l");
+    if (fp64) s += groupHelpers(kGroups, "double", "d");
     return s;
   }
   const char* skip() const override { return "return"; }
@@ -286,21 +231,13 @@ class OpenCLDialect : public Dialect {
     std::string s = prelude(fp64) + (fp64 ? "#define FLAGOS_FUSED_FP64\n" : "") + kFusedTypes +
                     fusedHelpers(fp64);
     if (mode != FusedMode::GroupReduction) return s + fusedSerialMacros();
-    s += "#define FLAGOS_GROUP " + std::to_string(group) + "\n#define FLAGOS_ROWS " +
-         std::to_string(rows) + "\n" + kGroupMacros;
-    s += fusedGroupHelpers("float", "f", "flagos_maxf", "flagos_minf") +
-         fusedGroupHelpers("long", "i", "flagos_imax", "flagos_imin");
-    if (fp64) s += fusedGroupHelpers("double", "d", "flagos_maxd", "flagos_mind");
-    return s;
+    return s + fusedGroupPrelude(kGroups, group, rows, fp64);
   }
   std::string fusedOpen(const std::string& name, const std::vector<Param>& params,
                         FusedMode mode) const override {
     if (mode != FusedMode::GroupReduction)
       return header(name, params) +
              "  const long xindex = (long)get_global_id(0);\n  if (xindex >= xnumel) return;\n";
-    // Local arrays live at kernel scope (OpenCL C 1.2, 6.5.2); each segment
-    // of the work-group lends its slice to the helpers.
-    //
     // Note [No return before a barrier]: a segment past the last row must
     // not return (the barriers after it would be conditional): it takes the
     // last row again (xindex is clamped) and FLAGOS_STORE_OK keeps it from
@@ -311,16 +248,7 @@ class OpenCLDialect : public Dialect {
     // xnumel) return;` first) had wrong rows (pocl/pocl#2239,
     // JuliaGPU/OpenCL.jl#460). test_compile.py checks 300 launches of a group
     // reduction whose last work-group runs past the rows.
-    std::string s = header(name, params) +
-                    "  __local float flagos_scratch_f[3 * FLAGOS_LOCAL];\n"
-                    "  __local long flagos_scratch_i[3 * FLAGOS_LOCAL];\n";
-    s += "#ifdef FLAGOS_FUSED_FP64\n  __local double flagos_scratch_d[3 * FLAGOS_LOCAL];\n#endif\n";
-    return s +
-           "  const long flagos_lid = (long)(get_local_id(0) % FLAGOS_GROUP);\n"
-           "  const long flagos_seg = (long)(get_local_id(0) / FLAGOS_GROUP);\n"
-           "  const long flagos_row = (long)get_group_id(0) * FLAGOS_ROWS + flagos_seg;\n"
-           "  const bool flagos_valid = flagos_row < xnumel;\n"
-           "  const long xindex = flagos_valid ? flagos_row : xnumel - 1;\n";
+    return header(name, params) + fusedGroupOpen(kGroups);
   }
   std::string fusedClose(const std::string&, const std::vector<Param>&) const override {
     return "}\n";
@@ -358,62 +286,6 @@ class OpenCLDialect : public Dialect {
   }
   static std::string header(const std::string& name, const std::vector<Param>& params) {
     return "__kernel void " + name + "(" + signature(params) + ") {\n" + pointers(params);
-  }
-
-  // A tree over a segment's FLAGOS_GROUP lanes in local memory (@p s: the
-  // segment's slice; a second and third array follow FLAGOS_LOCAL apart);
-  // every item of the work-group calls it (it has barriers) and gets its
-  // segment's result.
-  static std::string fusedGroupHelpers(const std::string& t, const std::string& sfx,
-                                       const std::string& max, const std::string& min) {
-    std::string s;
-    const std::pair<const char*, std::string> ops[] = {
-        {"sum", "a + b"}, {"prod", "a * b"}, {"max", max + "(a, b)"}, {"min", min + "(a, b)"}};
-    for (const auto& [op, combine] : ops) {
-      s += t + " flagos_group_" + op + sfx + "(" + t + " v, __local " + t +
-           "* s) {\n"
-           "  const uint l = get_local_id(0) % FLAGOS_GROUP;\n"
-           "  s[l] = v; barrier(CLK_LOCAL_MEM_FENCE);\n"
-           "  for (uint h = FLAGOS_GROUP / 2; h > 0; h >>= 1) {\n"
-           "    if (l < h) { const " +
-           t + " a = s[l], b = s[l + h]; s[l] = " + combine +
-           "; }\n"
-           "    barrier(CLK_LOCAL_MEM_FENCE);\n"
-           "  }\n"
-           "  v = s[0]; barrier(CLK_LOCAL_MEM_FENCE); return v; }\n";
-    }
-    for (const char* arg : {"argmax", "argmin"}) {
-      s += std::string("void flagos_group_") + arg + sfx + "(" + t + "* v, long* i, __local " + t +
-           "* s, __local long* si) {\n"
-           "  const uint l = get_local_id(0) % FLAGOS_GROUP;\n"
-           "  s[l] = *v; si[l] = *i; barrier(CLK_LOCAL_MEM_FENCE);\n"
-           "  for (uint h = FLAGOS_GROUP / 2; h > 0; h >>= 1) {\n"
-           "    if (l < h && flagos_" +
-           arg + "_better" + sfx +
-           "(s[l], si[l], s[l + h], si[l + h])) { s[l] = s[l + h]; si[l] = si[l + h]; }\n"
-           "    barrier(CLK_LOCAL_MEM_FENCE);\n"
-           "  }\n"
-           "  *v = s[0]; *i = si[0]; barrier(CLK_LOCAL_MEM_FENCE); }\n";
-    }
-    if (sfx != "i") {
-      s += "void flagos_group_welford" + sfx + "(" + t + "* mean, " + t + "* m2, " + t +
-           "* w, __local " + t +
-           "* s) {\n"
-           "  const uint l = get_local_id(0) % FLAGOS_GROUP, G = FLAGOS_LOCAL;\n"
-           "  s[l] = *mean; s[G + l] = *m2; s[2 * G + l] = *w; barrier(CLK_LOCAL_MEM_FENCE);\n"
-           "  for (uint h = FLAGOS_GROUP / 2; h > 0; h >>= 1) {\n"
-           "    if (l < h) {\n"
-           "      " +
-           t + " m = s[l], q = s[G + l], n = s[2 * G + l];\n" + "      flagos_welford_combine" +
-           sfx +
-           "(&m, &q, &n, s[l + h], s[G + l + h], s[2 * G + l + h]);\n"
-           "      s[l] = m; s[G + l] = q; s[2 * G + l] = n;\n"
-           "    }\n"
-           "    barrier(CLK_LOCAL_MEM_FENCE);\n"
-           "  }\n"
-           "  *mean = s[0]; *m2 = s[G]; *w = s[2 * G]; barrier(CLK_LOCAL_MEM_FENCE); }\n";
-    }
-    return s;
   }
 };
 

@@ -84,7 +84,7 @@ std::shared_ptr<const Recipe> makeRecipe(const OpInfo& op, std::string* why_not)
 // What the generated code runs on: the compiler table's language and the
 // device's facts that change the code.
 struct Target {
-  std::string language;     // "opencl-c" or "c"
+  std::string language;     // "opencl-c", "c" or "cuda-c"
   bool fp64 = true;         // double available (cl_khr_fp64)
   uint64_t local_size = 0;  // Note [Launch geometry] (compiler.h); 0: NULL
 };

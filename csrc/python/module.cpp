@@ -7,6 +7,7 @@ PYBIND11_MODULE(_C, m) {
   flagos::python::bindRuntime(m);
   flagos::python::bindDispatch(m);
   flagos::python::bindComm(m);
+  flagos::python::bindInterop(m);
 #ifdef FLAGOS_ENABLE_CATALOG
   flagos::python::bindExtension(m);
   flagos::python::bindFused(m);

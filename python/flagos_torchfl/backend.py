@@ -62,6 +62,16 @@ def _search_paths() -> list[str]:
     return [*config.plugin_path(), str(_PLUGIN_DIR)]
 
 
+def _nvidia_library_folders() -> list[str]:
+    """The lib folders of the installed `nvidia` wheels (NVRTC, cuBLASLt, ...), for the
+    cuda plugin: they are on no loader path (backends/cuda/libraries.cpp)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    return sorted(str(p) for root in roots for p in Path(root).glob("*/lib") if p.is_dir())
+
+
 def _register_with_torch() -> None:
     """Name PrivateUse1 'flagos' and install torch.flagos; each step only once."""
     from . import flagos as device_module
@@ -105,6 +115,8 @@ def initialize(backend: str | None = None) -> None:
             )
         return
     _check_privateuse1_unclaimed()
+    if not config.cuda_library_path():
+        config.set_cuda_library_path(_nvidia_library_folders())
     C = _core.C()  # loads the core's operator registrations
     try:
         C._initialize(name, _search_paths(), config.visible_devices())

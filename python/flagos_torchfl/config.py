@@ -202,6 +202,22 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "CPU device.",
     ),
     EnvVar(
+        "FLAGOS_CUDA_LIBRARY_PATH",
+        "",
+        "cuda plugin",
+        "Folders, separated by `:`, where the `cuda` plugin looks for the CUDA SDK's libraries "
+        "(NVRTC, cuBLASLt) after the loader's own path. Unset: `initialize()` sets it to the "
+        "`lib` folders of the installed `nvidia` wheels (what torch's CUDA builds and "
+        "`nvidia-cuda-nvrtc` install). The driver, `libcuda.so.1`, comes from the loader's path.",
+    ),
+    EnvVar(
+        "FLAGOS_NVRTC_LIBRARY",
+        "",
+        "C++ tests",
+        "The NVRTC library (`libnvrtc.so.13`, a path) the kernel-generator tests compile the "
+        "`cuda-c` dialect with, when the build found none beside `nvrtc.h`.",
+    ),
+    EnvVar(
         "FLAGOS_COMPILE",
         "on",
         "python",
@@ -385,6 +401,16 @@ def backend() -> str | None:
 def plugin_path() -> list[str]:
     """FLAGOS_PLUGIN_PATH split on os.pathsep, empty entries dropped."""
     return [p for p in _get("FLAGOS_PLUGIN_PATH").split(os.pathsep) if p]
+
+
+def cuda_library_path() -> str:
+    """FLAGOS_CUDA_LIBRARY_PATH as given ("" = unset); the cuda plugin reads it."""
+    return _get("FLAGOS_CUDA_LIBRARY_PATH")
+
+
+def set_cuda_library_path(folders: list[str]) -> None:
+    """Sets FLAGOS_CUDA_LIBRARY_PATH for the cuda plugin (initialize(), when unset)."""
+    os.environ["FLAGOS_CUDA_LIBRARY_PATH"] = ":".join(folders)
 
 
 def visible_devices() -> str:

@@ -61,8 +61,8 @@ __all__ = [
     "uint64",
 ]
 
-# The short name "opencl" stands for the language "opencl-c".
-_LANGUAGE_ALIASES = {"opencl-c": ("opencl",)}
+# The short names "opencl" and "cuda" stand for the languages "opencl-c" and "cuda-c".
+_LANGUAGE_ALIASES = {"opencl-c": ("opencl",), "cuda-c": ("cuda",)}
 
 
 @dataclass(frozen=True)

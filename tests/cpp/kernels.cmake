@@ -19,6 +19,11 @@ if(_kernels_tests)
       FLAGOS_OPENCL_PLUGIN="$<TARGET_FILE:flagos_opencl_plugin>")
     add_dependencies(kernels_test flagos_opencl_plugin)
   endif()
+  # The "cuda-c" kernels compile with NVRTC where cmake/cuda_sdk.cmake found it.
+  if(FLAGOS_NVRTC_LIBRARY)
+    target_compile_definitions(kernels_test PRIVATE
+      FLAGOS_TEST_NVRTC_LIBRARY="${FLAGOS_NVRTC_LIBRARY}")
+  endif()
   add_test(NAME kernels COMMAND kernels_test)
   set_tests_properties(kernels PROPERTIES SKIP_RETURN_CODE 77)
 endif()

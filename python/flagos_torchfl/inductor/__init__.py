@@ -75,7 +75,7 @@ def register() -> bool:
     devices = core._backend_info()["devices"]
     set_device_limits(
         language=language,
-        work_groups=language == "opencl-c",
+        work_groups=language in ("opencl-c", "cuda-c"),
         group_size=group,
         fp64=all(d.get("fp64") for d in devices),
     )

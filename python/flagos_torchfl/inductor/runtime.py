@@ -81,7 +81,7 @@ class FusedKernel:
         )
         self._is_ptr = [p[0] == "ptr" for p in self.params]
         self._xnumel_at = [p[1] for p in self.params].index("xnumel")
-        self._work_groups = self.language == "opencl-c"
+        self._work_groups = self.language in ("opencl-c", "cuda-c")
         self._local: dict[int, int] = {}
         self._builds: dict[int, concurrent.futures.Future] = {}
         self._handles: dict[int, int] = {}

@@ -22,6 +22,7 @@
 
 #include "kernels/generator.h"
 #include "kernels/recipe.h"
+#include "nvrtc_harness.h"
 
 namespace flagos::kernels::testing {
 
@@ -337,6 +338,8 @@ inline bool runC(const Recipe& recipe, std::vector<HostTensor*> outs, std::vecto
   Call call{o.data(),          (int32_t)o.size(), i.data(),
             (int32_t)i.size(), scalars.data(),    (int32_t)scalars.size()};
   Target target{"c", true};
+  // The same call as the cuda plugin's kernel, compiled by NVRTC (nvrtc_harness.h).
+  expectCudaBuilds(recipe, call, variant);
   std::vector<HostTensor> scratch;
   for (const ScratchBuffer& b : scratchFor(recipe, call, target))
     scratch.push_back(HostTensor::contiguous(b.dtype, {b.elements}));

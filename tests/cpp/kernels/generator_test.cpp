@@ -234,7 +234,10 @@ TEST(KernelKeys, RefusesWhatItCannotGenerate) {
   EXPECT_FALSE(
       keyFor(*recipeFor("add"), dcall, Variant::Generic, Target{"opencl-c", false}, &key, &why));
   EXPECT_NE(why.find("fp64"), std::string::npos) << why;
+  // A language without an emitter.
   EXPECT_FALSE(
+      keyFor(*recipeFor("add"), dcall, Variant::Generic, Target{"spir-v", true}, &key, &why));
+  EXPECT_TRUE(
       keyFor(*recipeFor("add"), dcall, Variant::Generic, Target{"cuda-c", true}, &key, &why));
 }
 
@@ -246,7 +249,19 @@ TEST(Dialects, AnswerTheLanguageQuestions) {
   ASSERT_NE(c, nullptr);
   ASSERT_NE(cl, nullptr);
   EXPECT_EQ(dialectFor("c"), c);
-  EXPECT_EQ(dialectFor("cuda-c"), nullptr);
+  EXPECT_EQ(dialectFor("spir-v"), nullptr);
+  // "cuda-c" (emit_cuda.cpp): work-groups with shared memory, atomic
+  // scatters, scalar loads, no build options of its own.
+  const Dialect* cu = dialectFor("cuda-c");
+  ASSERT_NE(cu, nullptr);
+  EXPECT_TRUE(cu->hasGroups());
+  EXPECT_FALSE(cu->hasRanges());
+  EXPECT_TRUE(cu->parallelScatters());
+  EXPECT_EQ(cu->vectorWidth(), 1);
+  EXPECT_EQ(cu->buildOptions(true), "");
+  EXPECT_EQ(cu->barrier(), "__syncthreads();");
+  EXPECT_NE(cu->groupPrelude(true).find("flagos_group_sum_f("), std::string::npos);
+  EXPECT_EQ(cu->groupPrelude(false).find("double"), std::string::npos);
   EXPECT_FALSE(c->parallelScatters());
   EXPECT_TRUE(cl->parallelScatters());
   // Note [Vector math in generated C]: -O3, no errno, `omp simd` loops.
