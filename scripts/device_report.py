@@ -100,8 +100,8 @@ def opinfo(sweep: dict) -> list[str]:
         bad = sorted(k for k in mine if k not in ok)
         if bad:
             lines.append(f"  - failing: {', '.join(b.split('|')[0] for b in bad[:60])}")
-    meta = sweep.get("meta", {})
-    lines.append(f"- sweep: {meta.get('seconds')} s, stopped: {meta.get('stopped')}")
+    for name, meta in sweep.get("meta", {}).items():
+        lines.append(f"- {name}: {meta.get('seconds')} s, stopped: {meta.get('stopped')}")
     return lines
 
 
@@ -133,8 +133,13 @@ def conformance(text: str) -> list[str]:
 
 def main() -> int:
     out = Path(sys.argv[1])
-    bench, sweep, models = (load(out / f) for f in ("bench.json", "opinfo.json", "zoo.json"))
-    meta = bench.get("meta") or sweep.get("meta") or {}
+    bench, models = load(out / "bench.json"), load(out / "zoo.json")
+    sweep = {"records": {}, "meta": {}}
+    for part in sorted(out.glob("opinfo*.json")):
+        data = load(part)
+        sweep["records"].update(data.get("records", {}))
+        sweep["meta"][part.stem] = data.get("meta", {})
+    meta = bench.get("meta") or models.get("meta") or {}
     print(
         f"# Device check: {meta.get('gpu', '?')}, torch {meta.get('torch', '?')}, "
         f"CUDA {meta.get('cuda', '?')}, {meta.get('when', '?')}\n"

@@ -90,6 +90,8 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
       grid[d] = static_cast<unsigned>(g);
       block[d] = static_cast<unsigned>(l);
     }
+    st = useContext(*device, "kernelLaunch");
+    if (st != FLAGOS_SUCCESS) return st;
     const flagosProgram_st::Kernel* kernel = kernelOf(program, name);
     if (kernel == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
     if (kernel->num_params >= 0 && kernel->num_params != num_args) {
@@ -97,8 +99,6 @@ flagosStatus_t kernelLaunch(flagosProgram_t program, const char* name, const fla
                   "cuda kernelLaunch: '%s' takes %d arguments, the launch passed %d", name,
                   kernel->num_params, num_args);
     }
-    st = useContext(*device, "kernelLaunch");
-    if (st != FLAGOS_SUCCESS) return st;
     TraceMark mark = traceBegin(stream, FLAGOS_TRACE_KERNEL, name);
     st = check(cu().cuLaunchKernel(kernel->function, grid[0], grid[1], grid[2], block[0], block[1],
                                    block[2], 0, stream->stream, params, nullptr),
