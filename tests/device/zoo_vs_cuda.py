@@ -4,6 +4,13 @@ every parameter's gradient, from the same weights and inputs.
 
     python tests/device/zoo_vs_cuda.py OUT.json [--seconds 120]
 
+The native CUDA and CPU steps run in a child process that never loads
+flagos: with a PrivateUse1 backend registered, torch (2.8 and later) takes
+it as *the* accelerator and a native CUDA backward in that process trips
+`opt_ready_stream && opt_parent_stream` in the autograd engine
+(pytorch/pytorch#161129); docs/cuda-alias.md. Both processes build each
+model and its inputs from the same seed.
+
 The yardstick is the noise floor measured in the same run: the same step on
 the CPU (float32) against native CUDA. Two correct float32 implementations
 differ by rounding, and deep models amplify it; flagos passes a model when
@@ -16,7 +23,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -76,25 +86,41 @@ def causal_lm(config_ctor, model_ctor, seq: int, batch: int):
 
 def models() -> dict:
     zoo = {}
-    import torchvision
-
-    zoo["torchvision.resnet18"] = vision(lambda: torchvision.models.resnet18(num_classes=10), 96, 4)
-    zoo["torchvision.mobilenet_v3_small"] = vision(
-        lambda: torchvision.models.mobilenet_v3_small(num_classes=10), 96, 4
-    )
-    zoo["torchvision.vit_b_16"] = vision(
-        lambda: torchvision.models.VisionTransformer(
-            image_size=64,
-            patch_size=16,
-            num_layers=2,
-            num_heads=4,
-            hidden_dim=128,
-            mlp_dim=256,
-            num_classes=10,
+    # A small MLP, always: the scripts' own dry run where no zoo is installed.
+    zoo["mlp"] = vision(
+        lambda: torch.nn.Sequential(
+            torch.nn.Flatten(),
+            torch.nn.Linear(3 * 16 * 16, 64),
+            torch.nn.GELU(),
+            torch.nn.Linear(64, 10),
         ),
-        64,
-        2,
+        16,
+        4,
     )
+    try:
+        import torchvision
+    except ImportError:
+        torchvision = None
+    if torchvision is not None:
+        zoo["torchvision.resnet18"] = vision(
+            lambda: torchvision.models.resnet18(num_classes=10), 96, 4
+        )
+        zoo["torchvision.mobilenet_v3_small"] = vision(
+            lambda: torchvision.models.mobilenet_v3_small(num_classes=10), 96, 4
+        )
+        zoo["torchvision.vit_b_16"] = vision(
+            lambda: torchvision.models.VisionTransformer(
+                image_size=64,
+                patch_size=16,
+                num_layers=2,
+                num_heads=4,
+                hidden_dim=128,
+                mlp_dim=256,
+                num_classes=10,
+            ),
+            64,
+            2,
+        )
     try:
         import timm
 
@@ -157,24 +183,65 @@ def max_rel(a: dict, b: dict) -> float:
     return worst
 
 
+def reference(path: str, seconds: float) -> None:
+    """The child: every model's step on native CUDA and on the CPU, saved to `path`."""
+    out, start = {}, time.perf_counter()
+    for name, make in models().items():
+        if time.perf_counter() - start > seconds:
+            break
+        try:
+            model, loss_fn = make()
+            out[name] = {
+                "cuda": step(model, loss_fn, common.NATIVE),
+                "cpu": step(model, loss_fn, "cpu"),
+            }
+        except Exception as err:  # noqa: BLE001 - the parent records it
+            out[name] = {"error": f"native: {str(err).splitlines()[0][:300]}"}
+        torch.save(out, path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--reference", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.reference:
+        reference(args.reference, args.seconds / 2)
+        return 0
+    ref_path = os.path.join(tempfile.gettempdir(), f"flagos-zoo-reference-{os.getpid()}.pt")
+    env = {k: v for k, v in os.environ.items() if k != "FLAGOS_BACKEND"}
+    subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            args.out,
+            "--seconds",
+            str(args.seconds),
+            "--reference",
+            ref_path,
+        ],
+        env=env,
+        check=False,
+        timeout=args.seconds + 60,
+    )
+    refs = torch.load(ref_path) if os.path.exists(ref_path) else {}
     info = common.init()
     import flagos_torchfl as ft
 
     results = common.Results(args.out, {**common.meta(), "backend": info["backend"]})
     start = time.perf_counter()
     for name, make in models().items():
-        if time.perf_counter() - start > args.seconds:
+        if time.perf_counter() - start > args.seconds / 2 or name not in refs:
             results.data["meta"]["stopped"] = f"time budget reached before {name}"
             break
+        if "error" in refs[name]:
+            results.add(name, {"passed": False, "error": refs[name]["error"]})
+            continue
         try:
             model, loss_fn = make()
-            l_cuda, g_cuda, t_cuda = step(model, loss_fn, common.NATIVE)
-            l_cpu, g_cpu, _ = step(model, loss_fn, "cpu")
+            l_cuda, g_cuda, t_cuda = refs[name]["cuda"]
+            l_cpu, g_cpu, _ = refs[name]["cpu"]
             ft.reset_op_stats()
             step(model, loss_fn, common.FLAGOS)  # first call: kernels compile
             ft.reset_op_stats()
