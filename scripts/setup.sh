@@ -68,6 +68,16 @@ else
   pip_install pytest expecttest numpy ruff pyyaml
 fi
 
+# The cuda plugin builds without a GPU, and the tests compile the generator's
+# CUDA C for sm_90, with NVRTC's header and library (cmake/cuda_sdk.cmake):
+# the nvidia-cuda-nvrtc wheel (a CUDA build of torch brings its own).
+if "$PYTHON" -c 'import glob, importlib.util as u; s = u.find_spec("nvidia"); import sys; sys.exit(not (s and any(glob.glob(p + "/*/include/nvrtc.h") for p in s.submodule_search_locations)))' 2>/dev/null; then
+  log "NVRTC present"
+else
+  log "installing nvidia-cuda-nvrtc (NVRTC: the cuda plugin's compiler, for its tests)"
+  pip_install "nvidia-cuda-nvrtc==13.0.88"
+fi
+
 # Editable: CMake builds into build/cmake and puts _C*.so and plugins/ into
 # python/flagos_torchfl/; a re-run only rebuilds what changed.
 log "building and installing flagos-torchfl (pip install --no-build-isolation -e .)"

@@ -12,8 +12,14 @@
 #
 # Releases and their companions (the model zoo needs torchvision, which the
 # registry has only up to torch 2.14):
+#   2.11.0: the GPU machine's torch (its CUDA wheel brings NVRTC, cuBLASLt and
+#           their headers: the cuda plugin builds in full)
 #   2.14.1: torchvision 0.29.1, timm, transformers (the model-zoo environment)
 #   2.15.0: transformers
+#
+# FLAGOS_ENV_PREPARE_ONLY=1 installs the packages and stops before the build:
+# scripts/test.sh fetches every release's multi-GB wheels in the background
+# while the main suite runs, and builds each one when its tests come.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -46,6 +52,11 @@ PY
   PIP_CONFIG_FILE=/dev/null "$py" -m pip install --disable-pip-version-check -q "${want[@]}" >&2
 fi
 
+if [ "${FLAGOS_ENV_PREPARE_ONLY:-0}" = 1 ]; then
+  log "packages ready in $venv (build skipped: FLAGOS_ENV_PREPARE_ONLY=1)"
+  echo "$py"
+  exit 0
+fi
 log "building flagos-torchfl into $venv (build/torch-$version)"
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 FLAGOS_BUILD_DIR="build/torch-$version" FLAGOS_BUILD_TESTS=OFF \

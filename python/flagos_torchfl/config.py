@@ -211,6 +211,73 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "`nvidia-cuda-nvrtc` install). The driver, `libcuda.so.1`, comes from the loader's path.",
     ),
     EnvVar(
+        "FLAGOS_DEVICE_BACKEND",
+        "cuda",
+        "device check",
+        "The plugin the device check (`scripts/device_check.sh`, `tests/device/`) compares "
+        "with native CUDA. `host` with `FLAGOS_CHECK_NATIVE=cpu` tries the checks' scripts on "
+        "a machine without a GPU.",
+    ),
+    EnvVar(
+        "FLAGOS_CHECK_NATIVE",
+        "cuda",
+        "device check",
+        "The device the device check measures flagos against: `cuda` (torch's own; the "
+        "GPU machine) or `cpu` (a dry run of the scripts).",
+    ),
+    EnvVar(
+        "FLAGOS_CHECK_BUILD_SECONDS",
+        "240",
+        "device check",
+        "Time limit of `scripts/device_check.sh`'s stage: building the core and the cuda plugin.",
+    ),
+    EnvVar(
+        "FLAGOS_CHECK_CONFORMANCE_SECONDS",
+        "120",
+        "device check",
+        "Time limit of `scripts/device_check.sh`'s stage: building and running the ABI conformance suite on the cuda plugin; `0` skips it.",
+    ),
+    EnvVar(
+        "FLAGOS_CHECK_EXAMPLES_SECONDS",
+        "90",
+        "device check",
+        "Time limit of `scripts/device_check.sh`'s stage: the custom-kernel examples.",
+    ),
+    EnvVar(
+        "FLAGOS_CHECK_OPINFO_SECONDS",
+        "150",
+        "device check",
+        "Time limit of `scripts/device_check.sh`'s stage: each of the two OpInfo sweeps and the model zoo (they run at once; each gets 60 s more to finish).",
+    ),
+    EnvVar(
+        "FLAGOS_CHECK_BENCH_SECONDS",
+        "200",
+        "device check",
+        "Time limit of `scripts/device_check.sh`'s stage: `benchmarks/bench_cuda.py`.",
+    ),
+    EnvVar(
+        "FLAGOS_CHECK_BENCH_ARGS",
+        "",
+        "device check",
+        "Extra arguments of `benchmarks/bench_cuda.py` in the device check "
+        "(`--quick`, `--sections copy,eager`).",
+    ),
+    EnvVar(
+        "FLAGOS_PREBUILT",
+        "",
+        "device check",
+        "A `build.tar.xz` an earlier device check left in its results: the check unpacks "
+        "it instead of building (a second run in one GPU session).",
+    ),
+    EnvVar(
+        "FLAGOS_PLUGINS",
+        "",
+        "scripts",
+        "CMake cache variable (`-DFLAGOS_PLUGINS=cuda`): the plugin folders to build, "
+        "`;`-separated; empty builds every folder of `backends/`. For a machine that lacks "
+        "the other plugins' SDKs (the GPU machine has no OpenBLAS for `host`).",
+    ),
+    EnvVar(
         "FLAGOS_NVRTC_LIBRARY",
         "",
         "C++ tests",

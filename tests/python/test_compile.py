@@ -29,6 +29,7 @@ from torch.profiler import ProfilerActivity
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import models  # noqa: E402
+import nvrtc  # noqa: E402  (tests/python/nvrtc.py)
 
 pytestmark = pytest.mark.skipif(
     not extension.language(), reason="the backend has no compiler: no inductor backend"
@@ -108,6 +109,7 @@ def _recording_kernels():
 
     def remember(self, *args, **kwargs):
         original(self, *args, **kwargs)
+        self.recorded_spec = args[1] if len(args) > 1 else kwargs["spec"]
         made.append(self)
 
     runtime.FusedKernel.__init__ = remember
@@ -357,3 +359,24 @@ def test_a_plugin_without_a_compiler_says_so(run_python):
         run_python(NO_COMPILER, FLAGOS_BACKEND="skeleton", FLAGOS_ALIAS_CUDA="0")
     ).splitlines()
     assert out[-4:] == ["refused: True", "mm: True", "aot_eager: True", "alias: True flagos"]
+
+
+@pytest.mark.skipif(nvrtc.library() is None, reason="NVRTC not found")
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_fused_kernels_build_as_cuda_c_for_sm_90(name):
+    """Every fused kernel a compiled model makes, framed in the cuda plugin's
+    language (emit_cuda.cpp) and compiled by NVRTC for an H100/H200."""
+    torch.manual_seed(0)
+    make_model, make_input = MODELS[name]
+    dev = make_model().to("flagos")
+    with _recording_kernels() as kernels:
+        _run(torch.compile(dev), make_input().to("flagos"))
+    assert kernels, "the model made no fused kernel"
+    core = ft._core.C()
+    for k in kernels:
+        spec = k.recorded_spec
+        source = core._fused_kernel_source(
+            "cuda-c", k.name, k.params, spec["body"], k.mode, k.group, k.rows, spec["fp64"]
+        )
+        log = nvrtc.compile_cubin(source)
+        assert log == "", f"{k.name}:\n{log}\n{source}"

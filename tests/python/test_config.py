@@ -44,6 +44,8 @@ READERS = {
     "core": ["csrc"],
     "setup.py": ["setup.py"],
     "opencl plugin": ["backends/opencl"],
+    "cuda plugin": ["backends/cuda"],
+    "device check": ["tests/device", "scripts/device_check.sh"],
     "C++ tests": ["tests/cpp"],
     "Python tests": ["tests/python"],
     "scripts": ["scripts"],
