@@ -40,8 +40,8 @@ flagosStatus_t load(const char* call, Device* device, const CompileTarget& targe
   auto program = std::make_unique<flagosProgram_st>();
   program->device = device;
   program->module = module;
-  program->binary = flagos_kit::wrapBinary(kBinaryMagic, image.data(), image.size(),
-                                           keyHash(target));
+  program->binary =
+      flagos_kit::wrapBinary(kBinaryMagic, image.data(), image.size(), keyHash(target));
   *out = program.release();
   return FLAGOS_SUCCESS;
 }
@@ -72,8 +72,8 @@ struct CompilerCalls {
                                          uint64_t* size) noexcept {
     return guard("programGetBinary", [&] {
       if (!validProgram("programGetBinary", program)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-      return flagos_kit::copyOut("programGetBinary", program->binary.data(),
-                                 program->binary.size(), buffer, size);
+      return flagos_kit::copyOut("programGetBinary", program->binary.data(), program->binary.size(),
+                                 buffer, size);
     });
   }
 

@@ -53,16 +53,19 @@ using flagos_kit::guard;
 // (driver.cpp). Each member is the function of the same name in cuda.h,
 // at the version cuda.h maps that name to (cuMemAlloc is cuMemAlloc_v2).
 struct Driver {
-#define FLAGOS_CUDA_DRIVER_FUNCTIONS(X)                                                         \
-  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount)    \
-  X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceTotalMem) X(cuDeviceGetAttribute)                \
-  X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)        \
-  X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpy)    \
-  X(cuMemcpyAsync) X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async)                  \
-  X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)     \
-  X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)     \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuModuleLoadData) X(cuModuleUnload)            \
-  X(cuModuleGetFunction) X(cuLaunchKernel) X(cuPointerGetAttribute) X(cuMemGetAddressRange)
+#define FLAGOS_CUDA_DRIVER_FUNCTIONS(X)                                                            \
+  X(cuInit)                                                                                        \
+  X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet)   \
+      X(cuDeviceGetName) X(cuDeviceTotalMem) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)   \
+          X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuMemAlloc) X(cuMemFree)     \
+              X(cuMemGetInfo) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpy) X(cuMemcpyAsync)      \
+                  X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async)                       \
+                      X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize)      \
+                          X(cuStreamQuery) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) \
+                              X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)               \
+                                  X(cuEventElapsedTime) X(cuModuleLoadData) X(cuModuleUnload)      \
+                                      X(cuModuleGetFunction) X(cuLaunchKernel)                     \
+                                          X(cuPointerGetAttribute) X(cuMemGetAddressRange)
 #define FLAGOS_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
   FLAGOS_CUDA_DRIVER_FUNCTIONS(FLAGOS_CUDA_DECLARE)
 #undef FLAGOS_CUDA_DECLARE
@@ -242,6 +245,6 @@ struct flagosProgram_st {
   flagos_cuda::Device* device = nullptr;
   CUmodule module = nullptr;
   std::vector<unsigned char> binary;  // the envelope around the cubin
-  std::mutex mu;               // kernels
-  std::deque<Kernel> kernels;  // a deque: launches keep pointers to its elements
+  std::mutex mu;                      // kernels
+  std::deque<Kernel> kernels;         // a deque: launches keep pointers to its elements
 };

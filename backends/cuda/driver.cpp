@@ -35,13 +35,13 @@ Opened* open() {
     return o;
   }
   Driver& d = o->driver;
-#define FLAGOS_CUDA_RESOLVE(name)                                                         \
-  d.name = reinterpret_cast<decltype(d.name)>(dlsym(lib, FLAGOS_CUDA_SYMBOL(name)));      \
-  if (d.name == nullptr) {                                                                \
-    o->reason = std::string("libcuda.so.1 lacks ") + FLAGOS_CUDA_SYMBOL(name) +           \
+#define FLAGOS_CUDA_RESOLVE(name)                                                              \
+  d.name = reinterpret_cast<decltype(d.name)>(dlsym(lib, FLAGOS_CUDA_SYMBOL(name)));           \
+  if (d.name == nullptr) {                                                                     \
+    o->reason = std::string("libcuda.so.1 lacks ") + FLAGOS_CUDA_SYMBOL(name) +                \
                 " (the driver is older than the CUDA " + std::to_string(CUDA_VERSION / 1000) + \
-                " headers the plugin was built with)";                                    \
-    return o;                                                                             \
+                " headers the plugin was built with)";                                         \
+    return o;                                                                                  \
   }
   FLAGOS_CUDA_DRIVER_FUNCTIONS(FLAGOS_CUDA_RESOLVE)
 #undef FLAGOS_CUDA_RESOLVE

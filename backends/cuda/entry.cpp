@@ -1,8 +1,8 @@
 // The plugin's one exported symbol, flagosVendorGetTables_v1 (vendor.h):
 // the kit's entry point over the tables below. Everything else in this
 // library is hidden (-fvisibility=hidden and ../exports.map).
-#include "cuda_plugin.h"
 #include "flagos_kit/entry.h"
+#include "cuda_plugin.h"
 
 const char* const flagos_kit::kPluginName = "cuda";
 

@@ -53,8 +53,8 @@ flagosStatus_t fillKernel(flagosStream_t stream, void* dst, uint64_t pattern, ui
   }
   // A grid of at most 64 blocks a multiprocessor; the kernel strides over the rest.
   const uint64_t local = 256;
-  const uint64_t most = static_cast<uint64_t>(device->sm_count > 0 ? device->sm_count : 1) * 64 *
-                        local;
+  const uint64_t most =
+      static_cast<uint64_t>(device->sm_count > 0 ? device->sm_count : 1) * 64 * local;
   const uint64_t global = count < most ? count : most;
   const flagosKernelArg args[] = {
       {FLAGOS_ARG_DEVICE_PTR, sizeof(void*), &dst},

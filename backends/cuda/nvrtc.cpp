@@ -29,11 +29,11 @@ namespace flagos_cuda {
 namespace {
 
 struct Nvrtc {
-#define FLAGOS_NVRTC_FUNCTIONS(X)                                                               \
-  X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcCompileProgram)          \
-  X(nvrtcDestroyProgram) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize)  \
-  X(nvrtcGetCUBIN) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetNumSupportedArchs)              \
-  X(nvrtcGetSupportedArchs)
+#define FLAGOS_NVRTC_FUNCTIONS(X)                                                            \
+  X(nvrtcVersion)                                                                            \
+  X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcDestroyProgram) \
+      X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN)  \
+          X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs)
 #define FLAGOS_NVRTC_DECLARE(name) decltype(&::name) name = nullptr;
   FLAGOS_NVRTC_FUNCTIONS(FLAGOS_NVRTC_DECLARE)
 #undef FLAGOS_NVRTC_DECLARE
@@ -51,10 +51,10 @@ Nvrtc& nvrtc() {
       n->reason = "NVRTC not found: tried " + tried;
       return n;
     }
-#define FLAGOS_NVRTC_BIND(name)                                       \
-  if (!bind(lib, #name, &n->name)) {                                  \
+#define FLAGOS_NVRTC_BIND(name)                                        \
+  if (!bind(lib, #name, &n->name)) {                                   \
     n->reason = std::string("the NVRTC library found lacks ") + #name; \
-    return n;                                                         \
+    return n;                                                          \
   }
     FLAGOS_NVRTC_FUNCTIONS(FLAGOS_NVRTC_BIND)
 #undef FLAGOS_NVRTC_BIND

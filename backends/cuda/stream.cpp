@@ -125,13 +125,12 @@ struct StreamCalls : flagos_kit::StreamCallsBase<findDevice> {
 
   static flagosStatus_t eventRecord(flagosEvent_t event, flagosStream_t stream) noexcept {
     return guard("eventRecord", [&] {
-      flagosStatus_t st = flagos_kit::checkRecord(event, stream, [](const flagosStream_st* s) {
-        return s->device->index;
-      });
+      flagosStatus_t st = flagos_kit::checkRecord(
+          event, stream, [](const flagosStream_st* s) { return s->device->index; });
       if (st == FLAGOS_SUCCESS) st = useContext(*stream->device, "eventRecord");
       if (st == FLAGOS_SUCCESS)
-        st = check(cu().cuEventRecord(event->event, stream->stream), "eventRecord",
-                   "cuEventRecord");
+        st =
+            check(cu().cuEventRecord(event->event, stream->stream), "eventRecord", "cuEventRecord");
       if (st == FLAGOS_SUCCESS) event->recorded.store(true);
       return st;
     });
@@ -149,8 +148,7 @@ struct StreamCalls : flagos_kit::StreamCallsBase<findDevice> {
     return guard("eventSynchronize", [&] {
       if (!flagos_kit::validEvent("eventSynchronize", event)) return FLAGOS_ERROR_INVALID_ARGUMENT;
       if (!event->recorded.load()) return FLAGOS_SUCCESS;
-      return check(cu().cuEventSynchronize(event->event), "eventSynchronize",
-                   "cuEventSynchronize");
+      return check(cu().cuEventSynchronize(event->event), "eventSynchronize", "cuEventSynchronize");
     });
   }
 

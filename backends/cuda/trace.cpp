@@ -129,10 +129,9 @@ TraceMark traceBegin(flagosStream_t stream, flagosTraceKind_t kind, const char* 
   mark.start = newEvent();
   if (mark.start == nullptr) return mark;
   cu().cuEventRecord(mark.start, stream->stream);
-  mark.record =
-      flagos_kit::trace::begin(kind, stream->device->index, stream->trace_id,
-                               kind == FLAGOS_TRACE_KERNEL ? flagos_kit::trace::takeName(name)
-                                                           : name);
+  mark.record = flagos_kit::trace::begin(
+      kind, stream->device->index, stream->trace_id,
+      kind == FLAGOS_TRACE_KERNEL ? flagos_kit::trace::takeName(name) : name);
   mark.on = true;
   return mark;
 }

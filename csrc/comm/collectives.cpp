@@ -413,8 +413,8 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::reduce_scatter_tensor_coalesced(
   const c10d::OpType coalesced = c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED;
 #endif
   return submit(std::move(task),
-                inputs.size() == 1 ? c10d::OpType::_REDUCE_SCATTER_BASE : coalesced,
-                outputs, opts.timeout);
+                inputs.size() == 1 ? c10d::OpType::_REDUCE_SCATTER_BASE : coalesced, outputs,
+                opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FcclBackend::alltoall_base(at::Tensor& output, at::Tensor& input,

@@ -81,7 +81,7 @@ FLAGOS_FN void flagos_atomic_add_d(double* p, double v) { atomicAdd(p, v); }
 )";
 
 // The spellings of the shared work-group code (emit_groups.cpp).
-const GroupSpelling kGroups{"__device__ ", "",          "__shared__ ", "__syncthreads();",
+const GroupSpelling kGroups{"__device__ ", "",           "__shared__ ", "__syncthreads();",
                             "threadIdx.x", "blockDim.x", "blockIdx.x",  "long long"};
 
 const char* kGlobalId = "((long long)blockIdx.x * blockDim.x + threadIdx.x)";
@@ -141,8 +141,7 @@ class CudaDialect : public Dialect {
     return "__shared__ " + type + " " + name + "[" + std::to_string(count) + "];";
   }
   std::string groupPrelude(bool fp64) const override {
-    std::string s =
-        groupHelpers(kGroups, "float", "f") + groupHelpers(kGroups, "long long", "l");
+    std::string s = groupHelpers(kGroups, "float", "f") + groupHelpers(kGroups, "long long", "l");
     if (fp64) s += groupHelpers(kGroups, "double", "d");
     return s;
   }

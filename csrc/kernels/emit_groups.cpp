@@ -65,8 +65,8 @@ std::string fusedGroupMacros() {
 // segment's result.
 std::string fusedGroupHelpers(const GroupSpelling& g, const std::string& t, const std::string& sfx,
                               const std::string& max, const std::string& min) {
-  const std::string ptr = g.local_ptr + t + "*", lid = "  const unsigned l = (unsigned)" +
-                                                       g.local_id + " % FLAGOS_GROUP";
+  const std::string ptr = g.local_ptr + t + "*",
+                    lid = "  const unsigned l = (unsigned)" + g.local_id + " % FLAGOS_GROUP";
   std::string s;
   const std::pair<const char*, std::string> ops[] = {
       {"sum", "a + b"}, {"prod", "a * b"}, {"max", max + "(a, b)"}, {"min", min + "(a, b)"}};

@@ -29,8 +29,7 @@ at::Tensor viewOn(const at::Tensor& source, const std::string& device_type, int6
 }  // namespace
 
 void bindInterop(py::module_& m) {
-  m.def("_view_on_device", &viewOn, py::arg("tensor"), py::arg("device_type"),
-        py::arg("index"));
+  m.def("_view_on_device", &viewOn, py::arg("tensor"), py::arg("device_type"), py::arg("index"));
   m.def("_physical_device", [](int logical) {
     return static_cast<int>(physicalDevice(static_cast<c10::DeviceIndex>(logical)));
   });

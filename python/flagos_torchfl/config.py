@@ -270,6 +270,14 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "it instead of building (a second run in one GPU session).",
     ),
     EnvVar(
+        "FLAGOS_ENV_PREPARE_ONLY",
+        "0",
+        "scripts",
+        "`1`: `scripts/torch_env.sh` installs a release's packages into its virtualenv and "
+        "stops before building flagos into it (`scripts/test.sh` fetches the torch matrix in "
+        "the background this way while the main suite runs).",
+    ),
+    EnvVar(
         "FLAGOS_PLUGINS",
         "",
         "scripts",

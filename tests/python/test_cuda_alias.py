@@ -700,6 +700,27 @@ def test_torch_compile_uses_inductor_on_flagos():
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_compile_modes_with_cuda_graphs_run_without_them(mode):
+    """Note [Compile modes without CUDA graphs]: these modes crashed under the
+    alias in inductor's CUDA-graph checks (CUDA-only bindings)."""
+    from flagos_torchfl.cuda_alias import _compile
+
+    torch._dynamo.reset()
+    _compile._warned_modes.discard(mode)
+
+    def f(x):
+        return torch.relu(x) * 2
+
+    x = torch.tensor([-1.0, 0.5, 2.0], device="cuda")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = torch.compile(f, mode=mode)(x)
+    assert on_flagos(out) and out.tolist() == [0.0, 1.0, 4.0]
+    assert [w for w in caught if "CUDA graphs are not available" in str(w.message)]
+    torch._dynamo.reset()
+
+
 def test_torch_compile_off_runs_aot_eager_with_a_warning(run_python):
     out = check_ok(
         run_python(

@@ -184,6 +184,20 @@ def test_ddp_nccl_one_process():
     importlib.util.find_spec("flagos_torchfl.distributed") is None,
     reason="needs the flagos communication backend (flagos_torchfl.distributed)",
 )
+def test_ddp_with_a_cuda_device_id():
+    """init_process_group(backend, device_id=torch.device("cuda", n)): the device
+    is flagos's (torch used to refuse it: "does not match the current
+    compilation's accelerator support: flagos")."""
+    env = _ddp_env(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", DDP_DEVICE_ID="1")
+    out = result(run_script("ddp_nccl.py", **env))
+    assert out["world_size"] == 1 and out["device"] == "flagos:0"
+    assert all(math.isfinite(v) for v in out["losses"])
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("flagos_torchfl.distributed") is None,
+    reason="needs the flagos communication backend (flagos_torchfl.distributed)",
+)
 def test_ddp_nccl_under_torchrun_two_processes():
     env = _ddp_env(FLAGOS_HOST_DEVICES="2")
     port = env.pop("MASTER_PORT")

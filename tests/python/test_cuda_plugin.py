@@ -13,7 +13,7 @@ import flagos_torchfl as ft
 import nvrtc
 import pytest
 import torch
-from conftest import CORE_ERROR, REPO
+from conftest import CORE_ERROR, REPO, check_ok
 
 CUDA_PLUGIN = REPO / "python" / "flagos_torchfl" / "plugins" / "libflagos_cuda.so"
 pytestmark = pytest.mark.skipif(
@@ -24,14 +24,18 @@ NEEDS_NVRTC = pytest.mark.skipif(nvrtc.library() is None, reason="NVRTC not foun
 
 
 def _has_gpu() -> bool:
-    return torch.cuda.is_available()
+    # torch's own answer: the cuda alias may be active and answer for flagos.
+    from flagos_torchfl.cuda_alias import native_cuda_available
+
+    return native_cuda_available()
 
 
 def test_without_a_gpu_the_plugin_says_why_and_auto_passes_it_over(run_python):
     if _has_gpu():
         pytest.skip("a GPU is here: the device check covers the plugin")
-    out = run_python(
-        """
+    out = check_ok(
+        run_python(
+            """
         import flagos_torchfl as ft
         try:
             ft.initialize("cuda")
@@ -42,6 +46,7 @@ def test_without_a_gpu_the_plugin_says_why_and_auto_passes_it_over(run_python):
         print("cuda:", report["cuda"]["status"], "|", report["cuda"]["reason"][:40])
         print("selected:", ft.backend_info(verbose=False)["backend"])
         """
+        )
     )
     lines = out.strip().splitlines()
     assert lines[0] == "refused: True", out

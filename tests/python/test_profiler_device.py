@@ -63,7 +63,12 @@ def test_the_host_plugin_has_the_tracing_table():
     if BACKEND not in ("host", "opencl"):
         pytest.skip(f"in-tree plugins only ({BACKEND})")
     info = ft.backend_info(verbose=False)
-    # Every torch we build against has the registry (2.13, 2.14, 2.15).
+    # torch 2.13-2.15 have PrivateUse1's profiler registry; 2.11 has not (the
+    # build says so: "torch.profiler device activity: off"), and then
+    # torch.profiler shows CPU rows only.
+    if tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 13):
+        assert not info["kineto_profiler"], torch.__version__
+        return
     assert info["kineto_profiler"], torch.__version__
     assert info["device_activity"]
 

@@ -22,10 +22,10 @@ Opened& opened() {
       o->reason = "cuBLASLt not found: tried " + tried;
       return o;
     }
-#define FLAGOS_CUBLASLT_BIND(name)                                       \
-  if (!bind(lib, #name, &o->lt.name)) {                                  \
+#define FLAGOS_CUBLASLT_BIND(name)                                        \
+  if (!bind(lib, #name, &o->lt.name)) {                                   \
     o->reason = std::string("the cuBLASLt library found lacks ") + #name; \
-    return o;                                                            \
+    return o;                                                             \
   }
     FLAGOS_CUBLASLT_FUNCTIONS(FLAGOS_CUBLASLT_BIND)
 #undef FLAGOS_CUBLASLT_BIND

@@ -131,8 +131,8 @@ Plans& plansOf(Device& device) {
 
 struct Problem {
   Types types;
-  ColMajor a, b;   // cuBLAS's A (our B) and B (our A)
-  ColMajor c, d;   // C and D: rows N, cols M
+  ColMajor a, b;  // cuBLAS's A (our B) and B (our A)
+  ColMajor c, d;  // C and D: rows N, cols M
   int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0, stride_d = 0;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   uint64_t pa = 0, pb = 0, pc = 0, pd = 0, bias = 0;
@@ -205,10 +205,9 @@ Plan* planFor(Device& device, cublasLtHandle_t handle, const Problem& p, flagosS
   l.cublasLtMatmulPreferenceCreate(&pref);
   l.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                          &kWorkspace, sizeof(kWorkspace));
-  const uint32_t align[4] = {static_cast<uint32_t>(alignmentOf(p.pa)),
-                             static_cast<uint32_t>(alignmentOf(p.pb)),
-                             static_cast<uint32_t>(alignmentOf(p.pc)),
-                             static_cast<uint32_t>(alignmentOf(p.pd))};
+  const uint32_t align[4] = {
+      static_cast<uint32_t>(alignmentOf(p.pa)), static_cast<uint32_t>(alignmentOf(p.pb)),
+      static_cast<uint32_t>(alignmentOf(p.pc)), static_cast<uint32_t>(alignmentOf(p.pd))};
   l.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                                          &align[0], sizeof(uint32_t));
   l.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -221,8 +220,8 @@ Plan* planFor(Device& device, cublasLtHandle_t handle, const Problem& p, flagosS
   int found_count = 0;
   const cublasStatus_t st =
       plan->a && plan->b && plan->c && plan->d
-          ? l.cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->c,
-                                             plan->d, pref, 1, &result, &found_count)
+          ? l.cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->c, plan->d,
+                                             pref, 1, &result, &found_count)
           : CUBLAS_STATUS_INVALID_VALUE;
   l.cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found_count == 0) {
@@ -352,11 +351,11 @@ flagosStatus_t gemmKernel(flagosStream_t stream, const flagosTensor* o, int32_t 
                                       sizeof(bias));
   }
   TraceMark mark = traceBegin(stream, FLAGOS_TRACE_KERNEL, "gemm");
-  const cublasStatus_t done = l->cublasLtMatmul(
-      handle, plan->desc, alpha_ptr, reinterpret_cast<const void*>(p.pa), plan->a,
-      reinterpret_cast<const void*>(p.pb), plan->b, beta_ptr, reinterpret_cast<const void*>(p.pc),
-      plan->c, reinterpret_cast<void*>(p.pd), plan->d, &plan->algo, workspace, plan->workspace,
-      stream->stream);
+  const cublasStatus_t done =
+      l->cublasLtMatmul(handle, plan->desc, alpha_ptr, reinterpret_cast<const void*>(p.pa), plan->a,
+                        reinterpret_cast<const void*>(p.pb), plan->b, beta_ptr,
+                        reinterpret_cast<const void*>(p.pc), plan->c, reinterpret_cast<void*>(p.pd),
+                        plan->d, &plan->algo, workspace, plan->workspace, stream->stream);
   traceEnd(stream, mark);
   if (done != CUBLAS_STATUS_SUCCESS) {
     return fail(FLAGOS_ERROR_DEVICE, "cuda gemm: cublasLtMatmul failed: %s",

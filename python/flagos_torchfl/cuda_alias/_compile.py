@@ -52,11 +52,44 @@ def _why_not() -> str:
     return "the backend's plugin has no compiler"
 
 
+# Note [Compile modes without CUDA graphs]
+# "reduce-overhead" and "max-autotune" turn on inductor's CUDA graphs, whose
+# checks trust torch.cuda.is_available() (True under the alias) and then call
+# CUDA-only bindings (AttributeError: torch._C has no attribute
+# '_cuda_cudaCachingAllocator_is_enabled'). The flagos device has no graph
+# capture, so under the alias those modes become what they are without
+# graphs: "max-autotune-no-cudagraphs", and the default mode for
+# "reduce-overhead" (whose whole point is CUDA graphs), with one warning.
+_GRAPH_MODES = {"reduce-overhead": None, "max-autotune": "max-autotune-no-cudagraphs"}
+_warned_modes: set[str] = set()
+
+
+def _without_cuda_graphs(mode, options):
+    if mode in _GRAPH_MODES:
+        if mode not in _warned_modes:
+            _warned_modes.add(mode)
+            instead = _GRAPH_MODES[mode]
+            warnings.warn(
+                f"torch.compile(mode={mode!r}) on the flagos device: CUDA graphs are not "
+                "available there (no graph capture), so it runs as "
+                + (f"mode={instead!r}" if instead else "the default mode")
+                + " (fused kernels, no graphs).",
+                UserWarning,
+                stacklevel=3,
+            )
+        mode = _GRAPH_MODES[mode]
+    if options and options.get("triton.cudagraphs"):
+        options = {**options, "triton.cudagraphs": False}
+    return mode, options
+
+
 def _make_compile(original):
     @functools.wraps(original)
     def compile(model=None, *, backend=None, mode=None, options=None, **kwargs):
         global _warned
         _allow_wrappers_in_graph()
+        if backend in (None, "inductor"):
+            mode, options = _without_cuda_graphs(mode, options)
         if backend in (None, "inductor") and not inductor_supports_flagos():
             if not _warned:
                 _warned = True

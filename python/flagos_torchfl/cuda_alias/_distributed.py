@@ -5,8 +5,9 @@
 string are wrapped instead and hand the string to
 flagos_torchfl.distributed.rewrite_nccl_backend(). Without that module a
 clear error replaces torch's "Distributed package doesn't have NCCL built in".
-DDP needs nothing more: it follows the process group and the parameters'
-device, and device_ids=[i] / torch.device("cuda", i) give index i.
+A `device_id` naming a CUDA device is the flagos device of that index
+(flagos_device_id). DDP needs nothing more: it follows the process group and
+the parameters' device, and device_ids=[i] / torch.device("cuda", i) give index i.
 """
 
 from __future__ import annotations
@@ -48,6 +49,22 @@ def rewrite(backend):
     return _flagos_distributed().rewrite_nccl_backend(str(backend))
 
 
+def flagos_device_id(device_id):
+    """A `device_id` naming a CUDA device (torch.device("cuda", n), "cuda:n")
+    as the flagos device it means under the alias; anything else unchanged.
+    torch checks the device's type against its accelerator (flagos), so
+    init_process_group(..., device_id=torch.device("cuda", n)), the form
+    PyTorch recommends and Lightning's DDP always uses, failed without this."""
+    import torch
+
+    if isinstance(device_id, str) and device_id.split(":")[0].strip() == "cuda":
+        device_id = torch.device(device_id)
+    if isinstance(device_id, torch.device) and device_id.type == "cuda":
+        index = device_id.index if device_id.index is not None else torch.flagos.current_device()
+        return torch.device("flagos", index)
+    return device_id
+
+
 def _make_backend_wrapper(original):
     signature = inspect.signature(original)
 
@@ -56,6 +73,8 @@ def _make_backend_wrapper(original):
         bound = signature.bind_partial(*args, **kwargs)
         if "backend" in bound.arguments:
             bound.arguments["backend"] = rewrite(bound.arguments["backend"])
+        if "device_id" in bound.arguments:
+            bound.arguments["device_id"] = flagos_device_id(bound.arguments["device_id"])
         return original(*bound.args, **bound.kwargs)
 
     return wrapper

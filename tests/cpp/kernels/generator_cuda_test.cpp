@@ -4,6 +4,11 @@
 // kernels in each mode. (Every call the other generator tests run through
 // runC is compiled for CUDA too: nvrtc_harness.h.) Running them is the
 // device check's job (scripts/device_check.sh).
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
 #include "generator_harness.h"
 #include "kernels/fused.h"
 
@@ -15,21 +20,44 @@ constexpr flagosDtype_t F32 = FLAGOS_DTYPE_FLOAT32, F64 = FLAGOS_DTYPE_FLOAT64,
                         I32 = FLAGOS_DTYPE_INT32, I64 = FLAGOS_DTYPE_INT64,
                         BOOL = FLAGOS_DTYPE_BOOL;
 
-#define REQUIRE_NVRTC()                                                                  \
-  Nvrtc* nvrtc = Nvrtc::get();                                                           \
-  if (nvrtc == nullptr)                                                                  \
+#define REQUIRE_NVRTC()                                                                    \
+  Nvrtc* nvrtc = Nvrtc::get();                                                             \
+  if (nvrtc == nullptr)                                                                    \
   GTEST_SKIP() << "NVRTC not found: configure with the nvidia-cuda-nvrtc wheel installed " \
                   "(cmake/cuda_sdk.cmake) or set FLAGOS_NVRTC_LIBRARY"
 
-// Compiles @p call's kernel for CUDA; false when the cuda target declines it.
-bool builds(Nvrtc* nvrtc, const Recipe& r, const Call& call, Variant v) {
+// Emits @p call's kernel for CUDA into @p sources; false when the cuda
+// target declines it.
+bool emitted(const Recipe& r, const Call& call, Variant v, std::vector<Source>* sources) {
   const Target target{"cuda-c", true, 256};
   KernelKey key;
   if (!keyFor(r, call, v, target, &key, nullptr)) return false;
-  const Source src = emit(r, *signatureOf(r, call), v, target);
-  std::string why;
-  EXPECT_TRUE(nvrtc->build(src, &why)) << r.id << ":\n" << why;
+  sources->push_back(emit(r, *signatureOf(r, call), v, target));
   return true;
+}
+
+// Compiles every source, on as many threads as the machine has cores (NVRTC
+// is thread-safe; each build takes tens of milliseconds).
+void buildAll(Nvrtc* nvrtc, const std::vector<Source>& sources) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::vector<std::string> failures;
+  auto work = [&] {
+    for (size_t i = next++; i < sources.size(); i = next++) {
+      std::string why;
+      if (!nvrtc->build(sources[i], &why)) {
+        std::lock_guard<std::mutex> lock(mu);
+        failures.push_back(sources[i].kernel_name + ":\n" + why);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
+    threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(failures.empty()) << failures.size() << " rejected; the first:\n"
+                                << (failures.empty() ? "" : failures[0]);
 }
 
 TEST(CudaGenerated, NvrtcIsFound) {
@@ -43,6 +71,7 @@ TEST(CudaGenerated, NvrtcIsFound) {
 TEST(CudaGenerated, EveryPointwiseKernelBuilds) {
   REQUIRE_NVRTC();
   int built = 0, rows = 0;
+  std::vector<Source> sources;
   for (const auto& row : catalogRows("pointwise")) {
     auto r = makeRecipe(row.info, nullptr);
     if (!r) continue;
@@ -66,10 +95,11 @@ TEST(CudaGenerated, EveryPointwiseKernelBuilds) {
         Call call{views.data(),     1,
                   views.data() + 1, (int32_t)row.info.inputs.size(),
                   scalars.data(),   (int32_t)scalars.size()};
-        built += builds(nvrtc, *r, call, v);
+        built += emitted(*r, call, v, &sources);
       }
     }
   }
+  buildAll(nvrtc, sources);
   std::printf("%d pointwise kernels of %d operators built for sm_90\n", built, rows);
   EXPECT_GT(built, 900);
 }
@@ -79,6 +109,7 @@ TEST(CudaGenerated, EveryPointwiseKernelBuilds) {
 TEST(CudaGenerated, ReductionsAndRowOperatorsInEachStrategy) {
   REQUIRE_NVRTC();
   int built = 0;
+  std::vector<Source> sources;
   for (const auto& row : catalogRows("reduction")) {
     auto r = makeRecipe(row.info, nullptr);
     if (!r) continue;
@@ -112,14 +143,15 @@ TEST(CudaGenerated, ReductionsAndRowOperatorsInEachStrategy) {
             std::vector<flagosTensor> o, i;
             for (auto& t : outs) o.push_back(t.view());
             for (auto& t : ins) i.push_back(t.view());
-            Call call{o.data(), (int32_t)o.size(),      i.data(), (int32_t)i.size(),
-                      scalars.data(), (int32_t)scalars.size()};
-            built += builds(nvrtc, *r, call, v);
+            Call call{o.data(),          (int32_t)o.size(), i.data(),
+                      (int32_t)i.size(), scalars.data(),    (int32_t)scalars.size()};
+            built += emitted(*r, call, v, &sources);
           }
         }
       }
     }
   }
+  buildAll(nvrtc, sources);
   std::printf("%d reduction and row kernels built for sm_90\n", built);
   EXPECT_GT(built, 300);
 }
@@ -166,7 +198,8 @@ TEST(CudaGenerated, FusedKernelsInEachMode) {
         "  acc = FLAGOS_GROUP_SUM(f, acc);\n"
         "  FLAGOS_GROUP_ARGMAX(f, best, arg);\n"
         "  FLAGOS_GROUP_WELFORD(f, mean, m2, w);\n"
-        "  if (FLAGOS_GROUP_LEADER) { out_ptr0[xindex] = acc + mean + m2; out_ptr1[xindex] = arg; }\n";
+        "  if (FLAGOS_GROUP_LEADER) { out_ptr0[xindex] = acc + mean + m2; out_ptr1[xindex] = arg; "
+        "}\n";
     kernel(FusedMode::ItemReduction, reduce, fp64);
     kernel(FusedMode::GroupReduction, reduce, fp64);
   }

@@ -1,6 +1,8 @@
 """DistributedDataParallel, torchrun style: one process per GPU, NCCL.
 
 Run by torchrun normally; the test runs one process with the env:// variables set.
+DDP_DEVICE_ID=1: init_process_group(..., device_id=torch.device("cuda", local_rank)),
+the form PyTorch recommends (Lightning's DDP always passes it).
 """
 
 import json
@@ -16,7 +18,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 def main():
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend="nccl")
+    if os.environ.get("DDP_DEVICE_ID") == "1":
+        dist.init_process_group(backend="nccl", device_id=torch.device("cuda", local_rank))
+    else:
+        dist.init_process_group(backend="nccl")
     torch.manual_seed(0)
     model = nn.Linear(8, 1).cuda(local_rank)
     ddp = DDP(model, device_ids=[local_rank], output_device=local_rank)
