@@ -53,19 +53,18 @@ using flagos_kit::guard;
 // (driver.cpp). Each member is the function of the same name in cuda.h,
 // at the version cuda.h maps that name to (cuMemAlloc is cuMemAlloc_v2).
 struct Driver {
-#define FLAGOS_CUDA_DRIVER_FUNCTIONS(X)                                                            \
-  X(cuInit)                                                                                        \
-  X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet)   \
-      X(cuDeviceGetName) X(cuDeviceTotalMem) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)   \
-          X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuMemAlloc) X(cuMemFree)     \
-              X(cuMemGetInfo) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpy) X(cuMemcpyAsync)      \
-                  X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async)                       \
-                      X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize)      \
-                          X(cuStreamQuery) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) \
-                              X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)               \
-                                  X(cuEventElapsedTime) X(cuModuleLoadData) X(cuModuleUnload)      \
-                                      X(cuModuleGetFunction) X(cuLaunchKernel)                     \
-                                          X(cuPointerGetAttribute) X(cuMemGetAddressRange)
+// clang-format off
+#define FLAGOS_CUDA_DRIVER_FUNCTIONS(X) \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) \
+  X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceTotalMem) X(cuDeviceGetAttribute) \
+  X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) \
+  X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpy) \
+  X(cuMemcpyAsync) X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) \
+  X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery) \
+  X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) \
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuModuleLoadData) X(cuModuleUnload) \
+  X(cuModuleGetFunction) X(cuLaunchKernel) X(cuPointerGetAttribute) X(cuMemGetAddressRange)
+// clang-format on
 #define FLAGOS_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
   FLAGOS_CUDA_DRIVER_FUNCTIONS(FLAGOS_CUDA_DECLARE)
 #undef FLAGOS_CUDA_DECLARE

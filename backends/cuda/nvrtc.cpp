@@ -29,11 +29,13 @@ namespace flagos_cuda {
 namespace {
 
 struct Nvrtc {
-#define FLAGOS_NVRTC_FUNCTIONS(X)                                                            \
-  X(nvrtcVersion)                                                                            \
-  X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcCompileProgram) X(nvrtcDestroyProgram) \
-      X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN)  \
-          X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs)
+// clang-format off
+#define FLAGOS_NVRTC_FUNCTIONS(X) \
+  X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcCompileProgram) \
+  X(nvrtcDestroyProgram) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) \
+  X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcGetPTXSize) X(nvrtcGetPTX) \
+  X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs)
+// clang-format on
 #define FLAGOS_NVRTC_DECLARE(name) decltype(&::name) name = nullptr;
   FLAGOS_NVRTC_FUNCTIONS(FLAGOS_NVRTC_DECLARE)
 #undef FLAGOS_NVRTC_DECLARE

@@ -10,14 +10,15 @@ namespace flagos_cuda::kernels {
 
 // The cuBLASLt entry points the GEMMs use (cublaslt.cpp).
 struct Lt {
-#define FLAGOS_CUBLASLT_FUNCTIONS(X)                                                        \
-  X(cublasLtCreate)                                                                         \
-  X(cublasLtGetVersion) X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy)            \
-      X(cublasLtMatmulDescSetAttribute) X(cublasLtMatrixLayoutCreate)                       \
-          X(cublasLtMatrixLayoutDestroy) X(cublasLtMatrixLayoutSetAttribute)                \
-              X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy)          \
-                  X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic) \
-                      X(cublasLtMatmul)
+// clang-format off
+#define FLAGOS_CUBLASLT_FUNCTIONS(X) \
+  X(cublasLtCreate) X(cublasLtGetVersion) X(cublasLtMatmulDescCreate) \
+  X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
+  X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy) \
+  X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmulPreferenceCreate) \
+  X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+// clang-format on
 #define FLAGOS_CUBLASLT_DECLARE(name) decltype(&::name) name = nullptr;
   FLAGOS_CUBLASLT_FUNCTIONS(FLAGOS_CUBLASLT_DECLARE)
 #undef FLAGOS_CUBLASLT_DECLARE
