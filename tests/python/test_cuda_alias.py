@@ -298,6 +298,39 @@ def test_torch_cuda_answers_for_flagos():
     torch.cuda._lazy_init()
 
 
+def test_torch_accelerator_says_cuda_like_torch_cuda():
+    """Note [One accelerator identity under the alias]: frameworks (accelerate's
+    PartialState) pick the device type and collective from
+    torch.accelerator; "flagos" there made `accelerate launch --multi_gpu`
+    train unsynchronised replicas. torch's own modules keep "flagos"."""
+    import accelerate_like  # noqa: F401 - a module outside torch, as a framework is
+
+    acc = torch.accelerator.current_accelerator()
+    assert acc == torch.device("cuda")
+    assert torch.accelerator.current_accelerator(check_available=True) == torch.device("cuda")
+    assert torch.get_device_module(acc.type) is torch.cuda
+    assert accelerate_like.device_type_and_backend() == ("cuda", "nccl")
+    for device in ("cuda:0", torch.device("cuda", 0), 0):
+        torch.accelerator.set_device_index(device)
+        assert torch.accelerator.current_device_index() == 0
+        torch.accelerator.synchronize(device)
+        assert torch.accelerator.memory_allocated(device) >= 0
+    with torch.accelerator.device_index(0):
+        assert torch.accelerator.current_device_index() == 0
+
+
+def test_torch_internals_see_the_flagos_accelerator():
+    """torch's own modules pass the accelerator to C++ (DataLoader's pin-memory
+    device, c10d's device_id check), where it is PrivateUse1: they see flagos."""
+    loader = torch.utils.data.DataLoader(torch.arange(4.0), batch_size=2, pin_memory=True)
+    batches = list(loader)
+    assert all(b.is_pinned() for b in batches)
+    from torch.distributed import distributed_c10d  # noqa: F401 - imports under the alias
+
+    code = compile("torch.accelerator.current_accelerator()", "<torch>", "eval")
+    assert eval(code, {"torch": torch, "__name__": "torch.fake_internal"}) == torch.device("flagos")
+
+
 def test_torch_cuda_memory():
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()

@@ -53,6 +53,51 @@ def test_support_list_api_in_process_and_for_another_backend():
         ops.support_list("no_such_backend")  # asked in a subprocess, which fails
 
 
+FLOATING = ("float32", "float64", "float16", "bfloat16")
+
+
+def probed_rows(backend: str, family: str) -> dict[str, dict]:
+    from flagos_torchfl.tools import ops
+
+    data = ops.support_list(backend, probe=True, family=family)
+    if not data["catalog"]:
+        pytest.skip("core built without the catalog")
+    assert data["probed"], "the probe called nothing"
+    return {op["id"]: op for op in data["ops"] if op["family"] == family}
+
+
+def test_native_gemm_claims_hold_in_every_floating_dtype_when_called():
+    """Note [Probed tiers]: `ops` said "native" for the host's bf16/fp16 GEMMs,
+    which ran on the host fallback. Every GEMM overload the table predicts
+    native must run native in every floating dtype when called."""
+    rows = probed_rows("host", "gemm")
+    checked = 0
+    for op in rows.values():
+        for name, overload in op["overloads"].items():
+            if overload["tier"] != "native":
+                continue
+            for dtype, tier in op["dtype_tiers"].items():
+                if dtype in FLOATING:
+                    assert tier == "native", (name, dtype, op["dtype_tiers"])
+                    checked += 1
+    assert checked >= 4 * 6  # mm, addmm, bmm, baddbmm, addmv, dot, mv in four dtypes
+
+
+def test_probe_shows_the_tier_each_dtype_runs_on_opencl(tmp_path):
+    """opencl's GEMM (CLBlast) is float only: the table says so per dtype
+    (half types through the float GEMM, Note [Composite kernels])."""
+    if not (Path(ft.__file__).resolve().parent / "plugins" / "libflagos_opencl.so").exists():
+        pytest.skip("the opencl plugin is not built")
+    out = tmp_path / "support.json"
+    proc = run_cli("ops", "--backend", "opencl", "--family", "gemm", "--probe", "--json", str(out))
+    assert proc.returncode == 0, explain(proc)
+    mm = next(op for op in read_json(out)["ops"] if op["id"] == "mm")
+    assert mm["dtype_tiers"]["float32"] == "native"
+    assert mm["dtype_tiers"]["bfloat16"] == mm["dtype_tiers"]["float16"] == "decomposition"
+    line = next(line for line in proc.stdout.splitlines() if line.split()[:1] == ["mm"])
+    assert "f32,f64 native" in line and "f16,bf16 decomposition" in line, line
+
+
 def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
     from flagos_torchfl.tools import _output
 

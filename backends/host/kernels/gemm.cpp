@@ -1,5 +1,6 @@
-// mm / addmm / bmm / baddbmm on OpenBLAS (float32: sgemm, float64: dgemm),
-// and addmv / mv / dot as those on one-column views.
+// mm / addmm / bmm / baddbmm on OpenBLAS (float32: sgemm, float64: dgemm;
+// float16 and bfloat16: sgemm on float copies, Note [Half GEMMs on the
+// host]), and addmv / mv / dot as those on one-column views.
 //
 // BLAS reads a matrix in place when one of its strides is 1 (row-major:
 // NoTrans, column-major: Trans); anything else (a sliced, expanded or
@@ -11,8 +12,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "../half.h"
 #include "kernels.h"
 
 namespace flagos_host::kernels {
@@ -94,6 +97,37 @@ Mat matOf(const Tensor& t, int64_t batch_offset = 0) {
   return Mat{t.data + batch_offset, t.shape[r], t.shape[r + 1], t.strides[r], t.strides[r + 1]};
 }
 
+// Note [Half GEMMs on the host]
+// OpenBLAS has no float16 GEMM, and its bfloat16 one (sbgemm) exists only in
+// some builds. CPU's ATen computes a half GEMM as float multiply-adds with
+// one rounding of the result, so we do the same: each operand is converted
+// into a contiguous float copy (exact), sgemm runs on the copies (beta
+// reads C converted), and C is rounded to nearest even once. The copies cost
+// O(MK + KN + MN) conversions against O(MNK) multiply-adds.
+template <uint16_t (*kStore)(float), float (*kLoad)(uint16_t)>
+void halfMatmul(const Mat& A, const Mat& B, const Mat& C, float alpha, float beta) {
+  const int64_t M = C.rows, N = C.cols;
+  if (M == 0 || N == 0) return;
+  auto widen = [](const Mat& m, std::vector<float>& buf) {
+    buf.resize(std::max<int64_t>(1, m.rows * m.cols));
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(m.data);
+    for (int64_t i = 0; i < m.rows; ++i)
+      for (int64_t j = 0; j < m.cols; ++j) buf[i * m.cols + j] = kLoad(src[i * m.rs + j * m.cs]);
+    return Mat{reinterpret_cast<char*>(buf.data()), m.rows, m.cols, std::max<int64_t>(1, m.cols),
+               1};
+  };
+  std::vector<float> fa, fb, fc;
+  const Mat a = widen(A, fa), b = widen(B, fb);
+  if (beta != 0.0f)
+    widen(C, fc);
+  else
+    fc.assign(static_cast<size_t>(M * N), 0.0f);  // beta 0: C is not read (NaN included)
+  matmul<float>(a, b, Mat{reinterpret_cast<char*>(fc.data()), M, N, N, 1}, alpha, beta);
+  uint16_t* dst = reinterpret_cast<uint16_t*>(C.data);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) dst[i * C.rs + j * C.cs] = kStore(fc[i * N + j]);
+}
+
 // out[b] = broadcast(self) for an addmm/baddbmm `self` of rank <= out's.
 template <typename T>
 void broadcastInto(const Tensor& self, const Tensor& out) {
@@ -135,7 +169,9 @@ flagosStatus_t gemmKernel(flagosStream_t stream, const flagosTensor* o, int32_t 
   const int first = kWithSelf ? 1 : 0;
   if (no != 1 || ni != first + 2 || (kWithSelf && ns < 2)) return FLAGOS_ERROR_NOT_SUPPORTED;
   const flagosDtype_t dt = o[0].dtype;
-  if (dt != FLAGOS_DTYPE_FLOAT32 && dt != FLAGOS_DTYPE_FLOAT64) return FLAGOS_ERROR_NOT_SUPPORTED;
+  if (dt != FLAGOS_DTYPE_FLOAT32 && dt != FLAGOS_DTYPE_FLOAT64 && dt != FLAGOS_DTYPE_FLOAT16 &&
+      dt != FLAGOS_DTYPE_BFLOAT16)
+    return FLAGOS_ERROR_NOT_SUPPORTED;
   for (int i = 0; i < ni; ++i)
     if (in[i].dtype != dt) return FLAGOS_ERROR_NOT_SUPPORTED;
   if (o[0].ndim != kRank || in[first].ndim != kRank || in[first + 1].ndim != kRank)
@@ -151,9 +187,11 @@ flagosStatus_t gemmKernel(flagosStream_t stream, const flagosTensor* o, int32_t 
   return submit(
       stream,
       [out, a, b, self, beta, alpha, dt] {
-        auto run = [&](auto tag) {
+        // T: the element type; the scalars and the GEMM in float for the half types.
+        auto run = [&](auto tag, auto gemm_of) {
           using T = decltype(tag);
-          T eff_beta = static_cast<T>(beta);
+          using A = std::conditional_t<sizeof(T) == 2, float, T>;
+          A eff_beta = static_cast<A>(beta);
           if (kWithSelf && beta != 0.0 && !sameLayout(self, out)) broadcastInto<T>(self, out);
           if (!kWithSelf) eff_beta = 0;
           const int64_t batches = kRank == 3 ? out.shape[0] : 1;
@@ -162,13 +200,23 @@ flagosStatus_t gemmKernel(flagosStream_t stream, const flagosTensor* o, int32_t 
             const int64_t oa = kRank == 3 ? i * a.strides[0] * esz : 0;
             const int64_t ob = kRank == 3 ? i * b.strides[0] * esz : 0;
             const int64_t oc = kRank == 3 ? i * out.strides[0] * esz : 0;
-            matmul<T>(matOf(a, oa), matOf(b, ob), matOf(out, oc), static_cast<T>(alpha), eff_beta);
+            gemm_of(matOf(a, oa), matOf(b, ob), matOf(out, oc), static_cast<A>(alpha), eff_beta);
           }
         };
-        if (dt == FLAGOS_DTYPE_FLOAT32)
-          run(float{});
-        else
-          run(double{});
+        switch (dt) {
+          case FLAGOS_DTYPE_FLOAT32:
+            run(float{}, matmul<float>);
+            break;
+          case FLAGOS_DTYPE_FLOAT64:
+            run(double{}, matmul<double>);
+            break;
+          case FLAGOS_DTYPE_FLOAT16:
+            run(uint16_t{}, halfMatmul<floatToHalf, halfToFloat>);
+            break;
+          default:
+            run(uint16_t{}, halfMatmul<floatToBf16, bf16ToFloat>);
+            break;
+        }
       },
       cost);
 }

@@ -29,6 +29,7 @@ const Composite* findComposite(const char* id) {
     addReductionComposites(add);
     addGemmComposites(add);
     addPointwiseComposites(add);
+    addOptimizerComposites(add);
     return true;
   }();
   (void)filled;

@@ -28,7 +28,9 @@ using CompositeFn = bool (*)(const c10::OperatorHandle& op, torch::jit::Stack* s
 
 // A composite computes the functional (and out=) overloads of its operator;
 // `in_place` ones also serve the in-place overload (computed, then copied
-// into self): those never call their own operator's in-place form.
+// into self): those never call their own operator's in-place form. An
+// operator that returns nothing (the fused optimizers) updates its
+// arguments itself and drops them from the stack.
 struct Composite {
   CompositeFn fn = nullptr;
   bool in_place = false;
@@ -48,5 +50,6 @@ void addAdvancedIndexComposites(Register add);
 void addReductionComposites(Register add);
 void addGemmComposites(Register add);
 void addPointwiseComposites(Register add);
+void addOptimizerComposites(Register add);
 
 }  // namespace flagos::composite

@@ -61,7 +61,8 @@ composite::CompositeFn compositeFor(const OpSpec& spec, const OverloadSchema& s)
   const bool self_in_place = s.kind == OutKind::InPlace && s.outputs.size() == 1 &&
                              s.outputs.front() == 0 && s.num_returns == 1;
   if (const composite::Composite* c = composite::findComposite(spec.id)) {
-    if (s.kind == OutKind::Functional || trailing_outs || (self_in_place && c->in_place))
+    if (s.kind == OutKind::Functional || s.kind == OutKind::Void || trailing_outs ||
+        (self_in_place && c->in_place))
       return c->fn;
   }
   return nullptr;

@@ -25,7 +25,16 @@ from dataclasses import dataclass
 import torch
 
 from .. import config
-from . import _amp, _compile, _distributed, _factories, _parallel, _serialization, _torch_cuda
+from . import (
+    _accelerator,
+    _amp,
+    _compile,
+    _distributed,
+    _factories,
+    _parallel,
+    _serialization,
+    _torch_cuda,
+)
 from ._names import flagos_device, is_cuda_device, to_flagos
 from ._patcher import Patcher
 
@@ -162,6 +171,7 @@ def activate() -> None:
             _factories.install(patcher)
             _parallel.install(patcher)
             _torch_cuda.install(patcher)
+            _accelerator.install(patcher)
             _amp.install(patcher)
             _distributed.install(patcher)
             _compile.install(patcher)

@@ -8,6 +8,12 @@ clear error replaces torch's "Distributed package doesn't have NCCL built in".
 A `device_id` naming a CUDA device is the flagos device of that index
 (flagos_device_id). DDP needs nothing more: it follows the process group and
 the parameters' device, and device_ids=[i] / torch.device("cuda", i) give index i.
+
+torch.distributed.get_backend() of a group that was asked for as "nccl"
+answers "nccl" to code outside torch (Note [One accelerator identity under
+the alias]): frameworks branch on it (Lightning's barrier, FSDP set-up) as
+they branch on the accelerator's type. torch's own modules see the backend
+that runs, fccl.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import functools
 import importlib
 import inspect
 import re
+import weakref
 
+from ._accelerator import caller_is_truthful
 from ._patcher import Patcher
 
 _TOKEN = re.compile(r"[,:]")
@@ -65,19 +73,50 @@ def flagos_device_id(device_id):
     return device_id
 
 
+# Process groups created from an "nccl" request (the default group included).
+_asked_for_nccl: weakref.WeakSet = weakref.WeakSet()
+
+
 def _make_backend_wrapper(original):
     signature = inspect.signature(original)
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
         bound = signature.bind_partial(*args, **kwargs)
+        nccl = False
         if "backend" in bound.arguments:
+            nccl = names_nccl(bound.arguments["backend"])
             bound.arguments["backend"] = rewrite(bound.arguments["backend"])
         if "device_id" in bound.arguments:
             bound.arguments["device_id"] = flagos_device_id(bound.arguments["device_id"])
-        return original(*bound.args, **bound.kwargs)
+        result = original(*bound.args, **bound.kwargs)
+        if nccl:
+            import torch.distributed as dist
+
+            group = result if original.__name__ == "new_group" else None
+            if group is None and original.__name__ == "init_process_group":
+                group = dist.distributed_c10d._get_default_group()
+            if group is not None:
+                _asked_for_nccl.add(group)
+        return result
 
     return wrapper
+
+
+def _make_get_backend(original):
+    @functools.wraps(original)
+    def get_backend(group=None):
+        backend = original(group)
+        import torch
+
+        if torch.compiler.is_compiling() or caller_is_truthful(1):
+            return backend
+        import torch.distributed as dist
+
+        pg = group if group is not None else dist.distributed_c10d._get_default_group()
+        return dist.Backend("nccl") if pg in _asked_for_nccl else backend
+
+    return get_backend
 
 
 def _is_nccl_available() -> bool:
@@ -108,3 +147,7 @@ def install(patcher: Patcher) -> None:
             if getattr(c10d, name, None) is fn:
                 patcher.set(c10d, name, dist.__dict__[name])
     patcher.set(dist, "is_nccl_available", _is_nccl_available)
+    get_backend = dist.get_backend
+    patcher.set(dist, "get_backend", _make_get_backend(get_backend))
+    if getattr(dist.distributed_c10d, "get_backend", None) is get_backend:
+        patcher.set(dist.distributed_c10d, "get_backend", dist.__dict__["get_backend"])

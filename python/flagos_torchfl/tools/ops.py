@@ -1,6 +1,7 @@
 """`flagos-torchfl ops`: the operator catalog and the tier each overload takes here.
 
-    support_list(backend=None) -> dict   the "vendor support list" (JSON-ready)
+    support_list(backend=None, probe=False, family=None) -> dict
+                                         the "vendor support list" (JSON-ready)
 
 For each semantic operator of ops/catalog.yaml: its family, dtypes, whether
 the backend has a native kernel, and for each ATen overload the route after
@@ -36,7 +37,8 @@ from ._output import add_output_arguments, render, write_json
 # its `.out` overload, so it takes that overload's tier ("decomposition" when
 # that one is native). Kernels may still refuse a call at run time
 # (NOT_SUPPORTED for a dtype, a shape the generator declines) and move on:
-# op_stats() says what really ran.
+# op_stats() says what really ran, and `--probe` (Note [Probed tiers],
+# tools/_probe.py) replaces the prediction by the tier each dtype ran on.
 
 _CATALOG_CANDIDATES = (Path(__file__).resolve().parents[3] / "ops" / "catalog.yaml",)
 
@@ -145,7 +147,7 @@ FAMILIES = (
 )  # fmt: skip
 
 
-def _local_support() -> dict[str, Any]:
+def _local_support(probe: bool = False, family: str | None = None) -> dict[str, Any]:
     from .. import backend_info, initialize, is_initialized
 
     if not is_initialized():
@@ -196,6 +198,15 @@ def _local_support() -> dict[str, Any]:
             },
         )
         row["overloads"][name] = {"route": routes.get(name, "auto"), "tier": tier(name)}
+    probed: dict[str, dict[str, str]] | None = None
+    if probe:
+        from ._probe import dtype_tiers
+        from ._probe import probe as run_probe
+
+        ids = {i for i, e in entries.items() if family in (None, e.get("family"))}
+        probed = run_probe(overloads, ids if family else None)
+        for row in by_id.values():
+            row["dtype_tiers"] = dtype_tiers(probed, list(row["overloads"]))
     summary: dict[str, int] = {}
     for t in tiers.values():
         summary[t] = summary.get(t, 0) + 1
@@ -209,25 +220,32 @@ def _local_support() -> dict[str, Any]:
         "ops": list(by_id.values()),
         "overloads": dict(sorted(tiers.items())),
         "summary": {"semantic_ops": len(by_id), "overloads": len(tiers), "tiers": summary},
+        "probed": probed,
     }
 
 
-def support_list(backend: str | None = None) -> dict[str, Any]:
+def support_list(
+    backend: str | None = None, probe: bool = False, family: str | None = None
+) -> dict[str, Any]:
     """The support list of `backend` (default: the running one, else FLAGOS_BACKEND/auto).
 
     In this process when nothing or the same backend is initialized; otherwise
     from `python -m flagos_torchfl ops --backend NAME --json -` in a subprocess.
+    @p probe: also the tier each dtype runs on, by calling (Note [Probed
+    tiers]; only the operators of @p family when given).
     """
     from .. import _state, initialize, is_initialized
 
     running = _state.backend_name
     if backend in (None, "auto") or backend == running:
-        return _local_support()
+        return _local_support(probe, family)
     if not is_initialized():
         initialize(backend)
-        return _local_support()
+        return _local_support(probe, family)
+    extra = (["--probe"] if probe else []) + (["--family", family] if family else [])
     proc = subprocess.run(
-        [sys.executable, "-m", "flagos_torchfl", "ops", "--backend", backend, "--json", "-", "-q"],
+        [sys.executable, "-m", "flagos_torchfl", "ops", "--backend", backend, "--json", "-", "-q"]
+        + extra,
         capture_output=True,
         text=True,
         timeout=600,
@@ -254,6 +272,25 @@ def _overload_names(op: dict[str, Any], most: int = 2) -> str:
     return ", ".join(names[:most]) + more
 
 
+def _short(dtype: str) -> str:
+    return dtype.replace("bfloat", "bf").replace("float", "f")
+
+
+def _dtype_column(op: dict[str, Any]) -> str:
+    """The catalog's dtypes; probed (Note [Probed tiers]): each dtype's tier,
+    "f32,f64 native; f16,bf16 decomposition" (dtypes no sample reached: "?")."""
+    probed = op.get("dtype_tiers")
+    if probed is None:
+        return ",".join(_short(d) for d in op["dtypes"])
+    groups: dict[str, list[str]] = {}
+    for d in op["dtypes"]:
+        groups.setdefault(probed.get(d, "?"), []).append(_short(d))
+    for d, t in probed.items():  # a dtype outside the catalog's list that ran
+        if d not in op["dtypes"]:
+            groups.setdefault(t, []).append(_short(d))
+    return "; ".join(f"{','.join(ds)} {t}" for t, ds in groups.items())
+
+
 def format_support(data: dict[str, Any], tier: str | None = None, family: str | None = None) -> str:
     rows = [["operator", "family", "tier", "dtypes", "overloads"]]
     for op in sorted(data["ops"], key=lambda o: (o["family"], o["id"])):
@@ -262,7 +299,7 @@ def format_support(data: dict[str, Any], tier: str | None = None, family: str | 
         op_tiers = sorted({o["tier"] for o in op["overloads"].values()})
         if tier and tier not in op_tiers:
             continue
-        dtypes = ",".join(d.replace("float", "f").replace("bfloat", "bf") for d in op["dtypes"])
+        dtypes = _dtype_column(op)
         rows.append([op["id"], op["family"], "/".join(op_tiers), dtypes, _overload_names(op)])
     s = data["summary"]
     tiers = ", ".join(f"{k} {v}" for k, v in sorted(s["tiers"].items()))
@@ -272,6 +309,11 @@ def format_support(data: dict[str, Any], tier: str | None = None, family: str | 
         f"catalog: {s['semantic_ops']} semantic operators ({len(data['native_ids'])} with a native "
         f"kernel), {s['overloads']} ATen overloads: {tiers or 'none'}"
     )
+    if data.get("probed") is None:
+        head += "\n(tier: predicted per overload; dtypes: what each operator is defined for. "
+        head += "--probe calls them and shows the tier each dtype runs on)"
+    else:
+        head += f"\nprobed: {len(data['probed'])} overloads called in OpInfo samples per dtype"
     if not data["catalog"]:
         head += "\n(the core was built without the catalog: every ATen op outside the core's own "
         head += "takes the host fallback)"
@@ -293,12 +335,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--family", default=None, choices=FAMILIES, help="only operators of this family"
     )
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="call each operator in OpInfo samples of the floating, integer and bool dtypes and "
+        "show the tier each dtype ran on (with --family: that family's operators only; the whole "
+        "catalog takes about two minutes)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no table (with --json)")
     add_output_arguments(parser)
 
 
 def command(args: argparse.Namespace) -> int:
-    data = support_list(args.backend)
+    data = support_list(args.backend, probe=args.probe, family=args.family)
     write_json(args.json, data)
     if not args.quiet and args.json != "-":
         print(format_support(data, args.tier, args.family))

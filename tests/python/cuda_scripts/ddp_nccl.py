@@ -37,6 +37,7 @@ def main():
         losses.append(loss.item())
     result = {
         "backend": str(dist.get_backend()),
+        "backend_config": dist.get_backend_config(),
         "world_size": dist.get_world_size(),
         "losses": losses,
         "device": str(next(ddp.parameters()).device),

@@ -114,5 +114,6 @@ _common.report(
     losses=losses,
     checksum=checksum,
     backend=dist.get_backend(),
+    backend_config=dist.get_backend_config(),
 )
 dist.destroy_process_group()
