@@ -52,7 +52,7 @@ if "$PYTHON" -c 'import flagos_torchfl as ft; ft.initialize("opencl")' >/dev/nul
     tests/python/test_tier_agreement.py tests/python/test_training_any_backend.py \
     tests/python/test_models.py tests/python/test_extension.py \
     tests/python/test_extension_examples.py tests/python/test_profiler_device.py \
-    tests/python/test_compile.py
+    tests/python/test_compile.py tests/python/test_training_step_ops.py
 elif [ -n "${CI:-}" ]; then
   failed+=("opencl backend unavailable (PoCL is installed by scripts/setup.sh)")
 fi
@@ -73,11 +73,12 @@ MATRIX_CORE_TESTS=(tests/python/test_initialize.py tests/python/test_copy.py
   tests/python/test_cuda_alias.py tests/python/test_cuda_alias_switch.py
   tests/python/test_distributed.py tests/python/test_models.py
   tests/python/test_extension.py tests/python/test_profiler_device.py
-  tests/python/test_compile.py tests/python/test_cuda_plugin.py)
+  tests/python/test_compile.py tests/python/test_cuda_plugin.py
+  tests/python/test_training_step_ops.py)
 MATRIX_SMOKE_TESTS=(tests/python/test_initialize.py tests/python/test_copy.py
   tests/python/test_fallback.py tests/python/test_cuda_alias.py tests/python/test_cuda_plugin.py)
 ZOO_TESTS=(tests/python/test_model_zoo.py tests/python/test_alias_torch_stack.py
-  tests/python/test_tools_validate_noise.py)
+  tests/python/test_tools_validate_noise.py tests/python/test_frameworks.py)
 if [ "${FLAGOS_TORCH_MATRIX:-1}" != 0 ]; then
   wait "$fetch_pid" || true
   stage_done "torch matrix: waiting for the downloads"

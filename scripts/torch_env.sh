@@ -14,7 +14,8 @@
 # registry has only up to torch 2.14):
 #   2.11.0: the GPU machine's torch (its CUDA wheel brings NVRTC, cuBLASLt and
 #           their headers: the cuda plugin builds in full)
-#   2.14.1: torchvision 0.29.1, timm, transformers (the model-zoo environment)
+#   2.14.1: torchvision 0.29.1, timm, transformers, accelerate, Lightning (the
+#           model-zoo and frameworks environment)
 #   2.15.0: transformers
 #
 # FLAGOS_ENV_PREPARE_ONLY=1 installs the packages and stops before the build:
@@ -25,7 +26,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 version=${1:?usage: torch_env.sh TORCH_VERSION}
 case "$version" in
-  2.14.1) extras=(torchvision==0.29.1 timm==1.0.31 transformers==5.24.0) ;;
+  2.14.1) extras=(torchvision==0.29.1 timm==1.0.31 transformers==5.24.0 accelerate==1.16.0
+    lightning==2.6.6) ;;
   2.15.0) extras=(transformers==5.24.0) ;;
   *) extras=() ;;
 esac

@@ -41,15 +41,19 @@ def run(
     name: str,
     devices: int = 1,
     backend: str = "host",
+    alias: bool = True,
+    **env: str,
 ) -> list[dict]:
     """Run a framework script (on flagos: with @p devices host devices); its
     reports, rank 0 first. One process gets one device, as on a one-GPU
     machine: with two, Trainer (like on CUDA) would take nn.DataParallel,
     which the alias supports on one device only (a clear error otherwise)."""
     report = tmp_path / f"{name}.json"
-    overrides = {"FRAMEWORK_REPORT": str(report)}
+    overrides = {"FRAMEWORK_REPORT": str(report), **env}
     if on_flagos:
         overrides.update(FLAGOS_BACKEND=backend, FLAGOS_HOST_DEVICES=str(devices))
+        if not alias:
+            overrides["FLAGOS_ALIAS_CUDA"] = "0"
     else:
         overrides["FRAMEWORK_CPU"] = "1"
     full_env = clean_env(**overrides)
@@ -88,6 +92,7 @@ def assert_same_params(run: dict, reference: dict, atol: float = 1e-5) -> None:
 
 
 def assert_synchronised(reports: list[dict], reference: dict, world: int = 2) -> None:
+    """Every rank ends where the one-process CPU run ends, without fallbacks."""
     assert len(reports) == world, [r["rank"] for r in reports]
     for r in reports:
         assert r["fallbacks"] == {}, r["fallbacks"]
@@ -146,6 +151,15 @@ def test_trainer_one_process(tmp_path, trainer_reference):
     assert_same_params(r, trainer_reference)
 
 
+def test_trainer_without_the_alias(tmp_path, trainer_reference):
+    """docs/frameworks.md: no alias, ACCELERATE_TORCH_DEVICE=flagos (else
+    Trainer puts the batches on the CPU and the model on flagos)."""
+    argv = [sys.executable, script("trainer_train.py")]
+    (r,) = run(tmp_path, argv, True, "run", alias=False, ACCELERATE_TORCH_DEVICE="flagos")
+    assert r["device"] == "flagos:0" and r["fallbacks"] == {}, r
+    assert_same_params(r, trainer_reference)
+
+
 def test_trainer_under_torchrun_uses_ddp(tmp_path, trainer_reference):
     reports = run(tmp_path, torchrun("trainer_train.py"), True, "run", devices=2)
     for r in reports:
@@ -198,3 +212,48 @@ def test_lightning_ddp_two_devices(tmp_path, lightning_reference):
     assert {r["strategy"] for r in reports} == {"DDPStrategy"}
     assert {r["world_size"] for r in reports} == {2}
     assert_synchronised(reports, lightning_reference)
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_lightning_flagos_accelerator_without_the_alias(tmp_path, lightning_reference, devices):
+    """flagos_torchfl.integrations.lightning: accelerator="flagos" (and
+    "ddp_flagos" for two devices) in a script that names flagos, no alias."""
+    argv = [sys.executable, script("lightning_train.py"), "flagos", str(devices)]
+    reports = run(tmp_path, argv, True, "run", devices=devices, alias=False)
+    assert {r["accelerator"] for r in reports} == {"FlagosAccelerator"}
+    assert {r["world_size"] for r in reports} == {devices}
+    if devices == 2:
+        assert {r["strategy"] for r in reports} == {"FlagosDDPStrategy"}
+    assert_synchronised(reports, lightning_reference, world=devices)
+
+
+def test_hf_device_spec_names_flagos_for_transformers_tests(tmp_path):
+    """integrations/hf_device_spec.py, as transformers' test suite loads it."""
+    needs_package("transformers")
+    spec = (
+        Path(__file__).resolve().parents[2] / "python/flagos_torchfl/integrations/hf_device_spec.py"
+    )
+    shutil.copy(spec, tmp_path / "hf_device_spec.py")
+    code = (
+        "from transformers import testing_utils as t\n"
+        "import torch\n"
+        "t.backend_manual_seed(t.torch_device, 0)\n"
+        "t.backend_empty_cache(t.torch_device)\n"
+        "x = torch.ones(2, device=t.torch_device)\n"
+        "print(t.torch_device, t.backend_device_count(t.torch_device), x.device)\n"
+    )
+    env = clean_env(
+        FLAGOS_BACKEND="host",
+        FLAGOS_ALIAS_CUDA="0",
+        TRANSFORMERS_TEST_DEVICE_SPEC="hf_device_spec.py",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.split() == ["flagos", "1", "flagos:0"], proc.stdout

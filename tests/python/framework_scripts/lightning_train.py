@@ -1,5 +1,6 @@
 """A Lightning module trained as written for CUDA: accelerator "gpu" (or
-argv[1]: "cpu" for the reference), devices argv[2] (1 or 2: DDP).
+argv[1]: "cpu" for the reference, "flagos" for flagos without the cuda alias
+through flagos_torchfl.integrations.lightning), devices argv[2] (1 or 2: DDP).
 
 Lightning's DDP starts the other ranks by re-running this script; each
 rank writes its report. The batch per device is COMBINED_BATCH / devices.
@@ -14,6 +15,8 @@ from common import COMBINED_BATCH, STEPS, make_data, make_model, out_path, repor
 
 accelerator = sys.argv[1] if len(sys.argv) > 1 else "gpu"
 devices = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+if accelerator == "flagos":
+    import flagos_torchfl.integrations.lightning  # noqa: F401 - registers "flagos"
 
 
 class Module(L.LightningModule):
@@ -32,6 +35,13 @@ class Module(L.LightningModule):
         return torch.optim.AdamW(self.parameters(), lr=1e-2)
 
 
+# Without the alias, Lightning needs flagos's strategies (flagos_torchfl.integrations.lightning).
+STRATEGIES = {
+    (False, False): "auto",
+    (False, True): "ddp",
+    (True, False): "single_flagos",
+    (True, True): "ddp_flagos",
+}
 x, y = make_data()
 data = torch.utils.data.TensorDataset(x, y)
 # Lightning would shuffle with its own DistributedSampler; an unshuffled one
@@ -45,7 +55,7 @@ module = Module()
 trainer = L.Trainer(
     accelerator=accelerator,
     devices=devices,
-    strategy="ddp" if devices > 1 else "auto",
+    strategy=STRATEGIES[accelerator == "flagos", devices > 1],
     max_steps=STEPS,
     gradient_clip_val=1.0,
     logger=False,
