@@ -108,7 +108,8 @@ std::string commonHelpers(bool fp64) {
       "  for (int k = 1; k < 30; ++k) {\n"
       "    term *= (T)(2 * k - 1) * (T)(2 * k - 1) * inv / (T)k; sum += term; }\n"
       "  T root = exp(x / (T)2);\n"
-      "  return root * (root / sqrt((T)6.283185307179586 * x)) * sum; }\n";
+      "  /* sqrt(2 pi) sqrt(x), not sqrt(2 pi x): that overflows for x near max */\n"
+      "  return root * (root / ((T)2.5066282746310002 * sqrt(x))) * sum; }\n";
   out += instantiate(per_type, "float", "f");
   // Note [Fast paths of the generator's math] (lower.cpp): float erf.
   out +=

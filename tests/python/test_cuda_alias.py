@@ -319,6 +319,35 @@ def test_torch_accelerator_says_cuda_like_torch_cuda():
         assert torch.accelerator.current_device_index() == 0
 
 
+def _scripted_body(x: torch.Tensor) -> torch.Tensor:
+    ones = torch.ones(x.shape, dtype=x.dtype, device=x.device)
+    return torch.zeros_like(x) + ones + torch.unbind(x, 0)[0]
+
+
+def test_torchscript_compiles_calls_of_wrapped_factories():
+    """The alias's Python wrappers of torch.zeros_like & co. compile as the
+    builtins they wrap (cuda_alias/_script.py); TorchScript failed with
+    "... expected, got builtin_function_or_method"."""
+    scripted = torch.jit.script(_scripted_body)
+    x = torch.ones(2, 3, device="cuda")
+    assert on_flagos(scripted(x))
+    torch.testing.assert_close(scripted(x).cpu(), _scripted_body(x.cpu()))
+    assert "aten::zeros_like" in str(scripted.graph)
+
+
+def test_deactivate_unregisters_the_wrappers_from_torchscript():
+    from torch.jit import _builtins
+
+    wrapper = torch.zeros_like
+    assert _builtins._find_builtin(wrapper) == "aten::zeros_like"
+    cuda_alias.deactivate()
+    try:
+        assert torch.zeros_like is not wrapper
+        assert _builtins._find_builtin(wrapper) is None
+    finally:
+        cuda_alias.activate()
+
+
 def test_torch_internals_see_the_flagos_accelerator():
     """torch's own modules pass the accelerator to C++ (DataLoader's pin-memory
     device, c10d's device_id check), where it is PrivateUse1: they see flagos."""

@@ -294,7 +294,7 @@ T sigmoidOf(T x) {
   };
 
 FLAGOS_UNARY(Neg, kAll, -x)
-FLAGOS_UNARY(Abs, kAll, x < T(0) ? -x : x)
+FLAGOS_UNARY(Abs, kAll, x == T(0) ? T(0) : (x < T(0) ? -x : x))  // abs(-0.0) is +0.0
 FLAGOS_UNARY(Exp, kFloat, std::exp(x))
 FLAGOS_UNARY(Exp2, kFloat, std::exp2(x))
 FLAGOS_UNARY(Expm1, kFloat, std::expm1(x))
@@ -421,12 +421,12 @@ struct Softplus {
 
 // min/max of a value with NaN propagated from x (clamp semantics).
 template <class T>
-T clampLow(T x, T lo) {
-  return x != x ? x : (x < lo ? lo : x);
+T clampLow(T x, T lo) {  // NaN in x or the bound propagates, as CPU's clamp
+  return x != x ? x : (lo != lo || x < lo ? lo : x);
 }
 template <class T>
 T clampHigh(T x, T hi) {
-  return x != x ? x : (x > hi ? hi : x);
+  return x != x ? x : (hi != hi || x > hi ? hi : x);
 }
 
 struct Hardtanh {

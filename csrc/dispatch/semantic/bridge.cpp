@@ -73,7 +73,8 @@ SemanticKernel::SemanticKernel(int overload)
       op_index_(kOverloads[overload].op),
       spec_(kOps[op_index_]),
       name_(std::string("aten::") + kOverloads[overload].name),
-      checks_index_range_(checksIndexRange(spec_)) {
+      checks_index_range_(checksIndexRange(spec_)),
+      check_arguments_(argumentCheckFor(spec_)) {
   registry()[overload] = this;
 }
 
@@ -135,7 +136,9 @@ Unboxed SemanticKernel::callUnboxed(const c10::OperatorHandle& op, const c10::IV
 }
 
 void SemanticKernel::checkCall(const c10::OperatorHandle& op, const c10::IValue* args) {
-  if (schema_.check_devices)  // Note [Tensors on one device]
+  if (check_arguments_)
+    check_arguments_(schema_, args);  // Note [Argument checks the meta kernels skip]
+  if (schema_.check_devices)          // Note [Tensors on one device]
     checkSameDevice(op, c10::ArrayRef<c10::IValue>(args, static_cast<size_t>(schema_.num_args)));
   if (schema_.kind != OutKind::Functional) {  // Note [Overlapping writes]: CPU's error, any tier
     checkWrittenOverlap(spec_.family,

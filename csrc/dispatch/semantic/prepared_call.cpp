@@ -165,8 +165,10 @@ void promoteInputs(const OpSpec& spec, Operands& o) {
     const at::ScalarType dtype = promoted ? common : t.scalar_type();
     if (t.device() != o.device) {
       // Note [CPU scalars are filled, not copied]
+      // Converted on the CPU first, as TensorIterator converts a wrapped
+      // number (uint8 + 1000 wraps to 233 there; fill_ would raise overflow).
       at::Tensor filled = at::empty({}, t.options().device(o.device).dtype(dtype));
-      filled.fill_(t.item());
+      filled.fill_((t.scalar_type() == dtype ? t : t.to(dtype)).item());
       o.inputs[i] = TensorRef::owned(std::move(filled));
     } else if (dtype != t.scalar_type()) {
       o.inputs[i] = TensorRef::owned(t.to(dtype));

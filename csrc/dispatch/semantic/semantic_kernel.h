@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dispatch/op_stats.h"
+#include "dispatch/semantic/argument_checks.h"
 #include "dispatch/semantic/catalog.h"
 #include "dispatch/semantic/schema.h"
 #include "dispatch/semantic/shape_cache.h"
@@ -115,8 +116,9 @@ class SemanticKernel final : public c10::OperatorKernel {
   const int ov_;
   const int op_index_;
   const OpSpec& spec_;
-  const std::string name_;         // "aten::add.Tensor", the op_stats key
-  const bool checks_index_range_;  // Note [Index bounds]
+  const std::string name_;               // "aten::add.Tensor", the op_stats key
+  const bool checks_index_range_;        // Note [Index bounds]
+  const ArgumentCheck check_arguments_;  // Note [Argument checks the meta kernels skip]
 
   std::once_flag analyzed_;
   std::atomic<bool> analyzed_done_{false};  // call_once's fast path, without its TLS

@@ -32,6 +32,7 @@ from . import (
     _distributed,
     _factories,
     _parallel,
+    _script,
     _serialization,
     _torch_cuda,
 )
@@ -176,7 +177,9 @@ def activate() -> None:
             _distributed.install(patcher)
             _compile.install(patcher)
             _serialization.install()
+            _script.register(patcher)
         except BaseException:
+            _script.unregister()
             patcher.undo()
             _amp.uninstall()
             _serialization.uninstall()
@@ -192,6 +195,7 @@ def deactivate() -> None:
     with _lock:
         if _patcher is None:
             return
+        _script.unregister()
         _serialization.uninstall()
         _amp.uninstall()
         _patcher.undo()

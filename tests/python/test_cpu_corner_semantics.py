@@ -1,0 +1,123 @@
+"""Corners where flagos differed from the CPU, found by PyTorch's own
+device-generic suites (issue 36: test_unary_ufuncs, test_binary_ufuncs,
+test_reductions, test_type_promotion); each case failed before its fix.
+
+Run in-process on the backend under test (host, or opencl in CI's second
+pass), compared with the CPU result bit for bit where the CPU's is exact.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from conftest import CORE_ERROR
+
+pytestmark = pytest.mark.skipif(CORE_ERROR is not None, reason=CORE_ERROR or "")
+DEV = "flagos"
+FLOATS = [torch.float32, torch.float64]
+
+
+def same(on_device: torch.Tensor, on_cpu: torch.Tensor) -> None:
+    assert on_device.device.type == DEV
+    torch.testing.assert_close(on_device.cpu(), on_cpu, rtol=0, atol=0, equal_nan=True)
+    if on_cpu.is_floating_point():  # the sign of zeros too
+        assert torch.equal(torch.signbit(on_device.cpu()), torch.signbit(on_cpu))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float16, torch.bfloat16], ids=str)
+def test_abs_of_negative_zero_is_positive_zero(dtype):
+    x = torch.tensor([-0.0, 0.0, -1.5, 2.0], dtype=dtype)
+    same(x.to(DEV).abs(), x.abs())
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_i0_of_the_largest_floats_is_inf(dtype):
+    big = torch.finfo(dtype).max
+    x = torch.tensor([big, -big, 700.0, 30.0, 1.0], dtype=dtype)
+    expected = torch.special.i0(x)
+    actual = torch.special.i0(x.to(DEV)).cpu()
+    assert torch.isinf(actual[:2]).all(), actual
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: x.clamp(min=float("nan")),
+        lambda x: x.clamp(max=float("nan")),
+        lambda x: x.clamp(min=float("nan"), max=1.0),
+        lambda x: torch.clamp_min(x, float("nan")),
+        lambda x: torch.clamp_max(x, float("nan")),
+    ],
+    ids=["min", "max", "min_and_max", "clamp_min", "clamp_max"],
+)
+def test_clamp_with_a_nan_bound_is_nan(call):
+    x = torch.tensor([-1.0, 0.5, 2.0])
+    same(call(x.to(DEV)), call(x))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: x + 1000,  # the scalar wraps to the tensor's type, as on CPU
+        lambda x: x * 300,
+        lambda x: x - 257,
+    ],
+    ids=["add", "mul", "sub"],
+)
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8], ids=str)
+def test_python_scalars_wrap_to_the_integer_type(call, dtype):
+    x = torch.tensor([1, 2, 100], dtype=dtype)
+    same(call(x.to(DEV)), call(x))
+
+
+def test_integer_pow_to_a_negative_integer_raises_as_on_cpu():
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+        torch.pow(torch.tensor([2]), -1)
+    for exponent in (-1, -2):
+        with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+            torch.pow(torch.tensor([2], device=DEV), exponent)
+        with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+            torch.tensor([2], device=DEV).pow_(exponent)
+    same(torch.pow(torch.tensor([2, 3], device=DEV), 2), torch.tensor([4, 9]))
+    same(torch.pow(torch.tensor([2.0], device=DEV), -1), torch.tensor([0.5]))
+
+
+@pytest.mark.parametrize("fn", [torch.all, torch.any], ids=["all", "any"])
+def test_all_any_out_must_be_bool_or_uint8(fn):
+    x = torch.ones(2, 3, device=DEV)
+    with pytest.raises(RuntimeError, match="only supports bool tensor for result, got: Float"):
+        fn(x, out=torch.empty((), device=DEV))
+    with pytest.raises(RuntimeError, match="only supports bool tensor for result, got: Float"):
+        fn(x, dim=1, out=torch.empty(2, device=DEV))
+    out = torch.empty((), dtype=torch.uint8, device=DEV)
+    fn(x, out=out)
+    assert out.item() == 1
+
+
+@pytest.mark.parametrize("name", ["var", "std"])
+@pytest.mark.parametrize(
+    "shape, kwargs",
+    [((1,), {}), ((3,), {"correction": 3}), ((2, 3), {"dim": 1, "correction": 5})],
+)
+def test_var_std_warn_when_degrees_of_freedom_are_not_positive(name, shape, kwargs):
+    x = torch.ones(shape)
+    with warnings.catch_warnings(record=True) as cpu:
+        warnings.simplefilter("always")
+        expected = getattr(torch, name)(x, **kwargs)
+    with warnings.catch_warnings(record=True) as dev:
+        warnings.simplefilter("always")
+        actual = getattr(torch, name)(x.to(DEV), **kwargs)
+    message = f"{name}(): degrees of freedom is <= 0"
+    assert any(message in str(w.message) for w in cpu)
+    assert sum(message in str(w.message) for w in dev) == 1, [str(w.message) for w in dev]
+    same(actual, expected)
+
+
+def test_var_with_enough_samples_does_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.ones(4, device=DEV).var()
+        torch.ones(2, 3, device=DEV).std(dim=0, correction=1)
