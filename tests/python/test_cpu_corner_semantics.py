@@ -121,3 +121,25 @@ def test_var_with_enough_samples_does_not_warn():
         warnings.simplefilter("error")
         torch.ones(4, device=DEV).var()
         torch.ones(2, 3, device=DEV).std(dim=0, correction=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: x * 0.001,
+        lambda x: x / 3.3,
+        lambda x: x + 0.1,
+        lambda x: 1.7 - x,
+        lambda x: torch.div(x, 3.3, rounding_mode=None),
+        lambda x: torch.div(x, 3.3, rounding_mode="trunc"),
+        lambda x: torch.div(x, 3.3, rounding_mode="floor"),
+        lambda x: x * torch.tensor(0.001, dtype=torch.float64),  # a 0-dim CPU tensor
+    ],
+    ids=["mul", "div", "add", "rsub", "div_none", "div_trunc", "div_floor", "mul_cpu_tensor"],
+)
+def test_scalars_of_half_arithmetic_stay_in_float(call, dtype):
+    """Note [Scalars of half arithmetic stay in float]: 0.001 rounded to half
+    first gave other results than CPU's."""
+    x = (torch.randn(256, generator=torch.Generator().manual_seed(0)) * 100).to(dtype)
+    same(call(x.to(DEV)), call(x))

@@ -9,6 +9,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -129,6 +130,22 @@ bool shapeOutputs(const OverloadSchema& schema, const MetaResult& shapes, Operan
   return !o.outputs.empty();
 }
 
+// Note [Scalars of half arithmetic stay in float]
+// CPU's add, sub, mul and div (any rounding mode) on float16/bfloat16 read
+// a CPU scalar second operand (a Python number: x * 0.001) at its original
+// value in float, the type they compute in (original_scalar_value<opmath_t>
+// of operand 2), and round once; 0.001 rounded to half first gave other
+// results (PyTorch's test_binary_ufuncs). A scalar first operand (1.7 - x
+// is sub(1.7, x)) is cast to the common type, as TensorIterator casts it.
+// So for these operators a second-operand scalar goes to the device as
+// float32, and the kernel, reading each operand at its own type, computes
+// in float.
+bool keepsScalarInFloat(const OpSpec& spec) {
+  for (const char* id : {"add", "sub", "mul", "div", "div_mode"})
+    if (std::strcmp(spec.id, id) == 0) return true;
+  return false;
+}
+
 // Pointwise: the promoted inputs cast to the common dtype.
 // Note [CPU scalars are filled, not copied]
 // A CPU 0-dim input (ATen's wrapped scalar: add_(1), mul(x, 0.5) on a
@@ -162,7 +179,11 @@ void promoteInputs(const OpSpec& spec, Operands& o) {
     const at::Tensor& t = *o.inputs[i];
     if (!t.defined()) continue;
     const bool promoted = spec.promote_mask >> i & 1u;
-    const at::ScalarType dtype = promoted ? common : t.scalar_type();
+    at::ScalarType dtype = promoted ? common : t.scalar_type();
+    // Note [Scalars of half arithmetic stay in float]
+    if (i == 1 && promoted && t.device() != o.device && t.dim() == 0 &&
+        (common == at::kHalf || common == at::kBFloat16) && keepsScalarInFloat(spec))
+      dtype = at::kFloat;
     if (t.device() != o.device) {
       // Note [CPU scalars are filled, not copied]
       // Converted on the CPU first, as TensorIterator converts a wrapped
