@@ -160,10 +160,27 @@ void runOnHost(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     v = c10::IValue(host);
     written_back.emplace_back(std::move(device_tensor), std::move(host));
   }
+  // Note [Results of a CPU scalar first]
+  // cpu_fallback puts the results on its first tensor argument's device. A
+  // CPU 0-dim tensor first (a complex Python scalar times a flagos tensor:
+  // mul(scalar, x)) took them to the CPU, where CPU's rule, and CUDA's, is
+  // the device of the other operands. So the call's flagos device is
+  // noted, and results that came back on the CPU go there.
+  std::optional<c10::Device> device;
+  const c10::IValue& first = (*stack)[begin];
+  if (first.isTensor() && first.toTensor().defined() && !first.toTensor().is_privateuseone())
+    device = callDevice(c10::ArrayRef<c10::IValue>(stack->data() + begin, stack->size() - begin));
   // error_on_views: a view computed on a host copy would not alias the
   // device tensor; every view operator has a core kernel (core_ops.cpp).
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
   const size_t returns = op.schema().returns().size();
+  if (device) {
+    for (size_t i = stack->size() - returns; i < stack->size(); ++i) {
+      c10::IValue& r = (*stack)[i];
+      if (r.isTensor() && r.toTensor().defined() && r.toTensor().is_cpu())
+        r = c10::IValue(r.toTensor().to(*device));
+    }
+  }
   generators.commit(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - returns, returns));
   for (auto& [device_tensor, host] : written_back) device_tensor.copy_(host);
 }

@@ -143,3 +143,15 @@ def test_scalars_of_half_arithmetic_stay_in_float(call, dtype):
     first gave other results than CPU's."""
     x = (torch.randn(256, generator=torch.Generator().manual_seed(0)) * 100).to(dtype)
     same(call(x.to(DEV)), call(x))
+
+
+def test_a_cpu_scalar_first_keeps_the_result_on_the_device():
+    """Note [Results of a CPU scalar first]: complex ops take the host
+    fallback, whose results went to the first argument's device -- the CPU
+    for a complex Python scalar first (which broke complex lerp)."""
+    scalar = torch.tensor(1 + 2j)
+    x = torch.tensor([1 + 1j, -2 + 0.5j])
+    same(scalar * x.to(DEV), scalar * x)
+    same(torch.add(scalar, x.to(DEV), alpha=2), torch.add(scalar, x, alpha=2))
+    end = torch.zeros(2, dtype=torch.cfloat)
+    same(torch.lerp(x.to(DEV), end.to(DEV), scalar), torch.lerp(x, end, scalar))
