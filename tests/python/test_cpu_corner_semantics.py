@@ -155,3 +155,38 @@ def test_a_cpu_scalar_first_keeps_the_result_on_the_device():
     same(torch.add(scalar, x.to(DEV), alpha=2), torch.add(scalar, x, alpha=2))
     end = torch.zeros(2, dtype=torch.cfloat)
     same(torch.lerp(x.to(DEV), end.to(DEV), scalar), torch.lerp(x, end, scalar))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        # half + half overflows in half; computed in the out's float32 it did not
+        lambda d: torch.add(
+            torch.full((3,), 60000.0, dtype=torch.half, device=d),
+            torch.full((3,), 60000.0, dtype=torch.half, device=d),
+            out=torch.empty(3, device=d),
+        ),
+        # 2 ** 17 in uint8 wraps to 0; computed in the out's int64 it did not
+        lambda d: torch.pow(
+            2,
+            torch.tensor([17, 3], dtype=torch.uint8, device=d),
+            out=torch.empty(2, dtype=torch.int64, device=d),
+        ),
+        # float32 arithmetic, then widened: the low bits as CPU's
+        lambda d: torch.mul(
+            torch.linspace(0.1, 7.3, 50, device=d),
+            torch.linspace(3.3, -1.7, 50, device=d),
+            out=torch.empty(50, dtype=torch.float64, device=d),
+        ),
+        # in place into a narrower type: computed in float32, rounded once
+        lambda d: (
+            torch.linspace(0.1, 7.3, 50, device=d)
+            .half()
+            .add_(torch.linspace(1e-3, 1.0, 50, device=d))
+        ),
+    ],
+    ids=["half_overflow_into_float", "uint8_pow_into_int64", "float_into_double", "in_place_half"],
+)
+def test_pointwise_out_computes_in_the_common_dtype(make):
+    """Note [Pointwise out= in the common dtype]."""
+    same(make(DEV), make("cpu"))

@@ -155,7 +155,8 @@ bool keepsScalarInFloat(const OpSpec& spec) {
 // (Note [Copies are ordered on the current stream]): BatchNorm's
 // num_batches_tracked.add_(1) stalled every training step until all the
 // work queued before it had finished (host CNN step: 1.3 ms of waiting).
-void promoteInputs(const OpSpec& spec, Operands& o) {
+// Returns the common dtype (Undefined when no input takes part).
+at::ScalarType promoteInputs(const OpSpec& spec, Operands& o) {
   // The common case first: every input on the device, the promoted ones of
   // one dtype (their result type), so nothing changes.
   at::ScalarType first = at::ScalarType::Undefined;
@@ -169,7 +170,7 @@ void promoteInputs(const OpSpec& spec, Operands& o) {
       plain = plain && t.scalar_type() == first;
     }
   }
-  if (plain) return;
+  if (plain) return first;
   at::native::ResultTypeState state;
   for (int i = 0; i < static_cast<int>(o.inputs.size()) && i < 32; ++i)
     if ((spec.promote_mask >> i & 1u) && o.inputs[i]->defined())
@@ -195,6 +196,33 @@ void promoteInputs(const OpSpec& spec, Operands& o) {
       o.inputs[i] = TensorRef::owned(t.to(dtype));
     }
   }
+  return common;
+}
+
+// Note [Pointwise out= in the common dtype]
+// TensorIterator computes in the common dtype of the inputs and casts the
+// result to an out= (or in-place) tensor of another type; kernels compute
+// in their output's type. So half + half into a float32 out gave 120000
+// where CPU overflows to inf, and pow(2, uint8, out=int64) 131072 where
+// CPU wraps to 0 (test_type_promotion, test_binary_ufuncs). When the
+// written tensor's dtype differs from the common one, the kernel writes a
+// temporary of the common dtype, which is then copied (cast) into it on
+// the device. Not for bool outputs (comparisons compute in the common
+// dtype already) nor for integer inputs into a floating output (sin of an
+// int64 computes in float: the common dtype is not the computation's).
+// Returns the temporary's destination (undefined: none).
+at::Tensor computeInCommonDtype(const OverloadSchema& schema, at::ScalarType common, Operands& o) {
+  if (schema.kind == OutKind::Functional || o.outputs.size() != 1 ||
+      common == at::ScalarType::Undefined)
+    return at::Tensor();
+  const at::Tensor& out = *o.outputs[0];
+  const at::ScalarType type = out.scalar_type();
+  if (!out.defined() || type == common || type == at::kBool ||
+      (at::isIntegralType(common, /*includeBool=*/true) && at::isFloatingType(type)))
+    return at::Tensor();
+  at::Tensor destination = out;
+  o.outputs[0] = TensorRef::owned(at::empty_like(out, out.options().dtype(common)));
+  return destination;
 }
 
 // Note [Contiguous retry]
@@ -288,7 +316,9 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
   ret.layout.assign(shapes->layout.begin(), shapes->layout.end());
   shapes = nullptr;
   // The returns: the functional outputs (owned), in the layout read above.
+  at::Tensor cast_into;  // Note [Pointwise out= in the common dtype]
   const auto finish = [&] {
+    if (cast_into.defined()) cast_into.copy_(*o.outputs[0]);
     if (schema_.kind == OutKind::Functional) {
       for (TensorRef& t : o.outputs) ret.outs.push_back(*std::move(t));
     }
@@ -296,7 +326,8 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
   };
 
   const bool pointwise = spec_.family == Family::Pointwise;
-  if (pointwise && spec_.promote_mask) promoteInputs(spec_, o);
+  if (pointwise && spec_.promote_mask)
+    cast_into = computeInCommonDtype(schema_, promoteInputs(spec_, o), o);
   AbiArgs abi;
   if (!describeOperands(pointwise, o, abi) || !encodeScalars(spec_, schema_, args, o, abi))
     return Native::Skip;
