@@ -194,6 +194,18 @@ void sparseUnsupported(const c10::OperatorHandle& op, torch::jit::Stack* /*stack
                               fullName(op), "); use a strided tensor");
 }
 
+// Quantized tensors (torch.quantize_per_tensor & co., deprecated by PyTorch)
+// have no flagos kernels: a clear error instead of "Could not run
+// 'aten::empty_quantized' with arguments from the 'Quantizedflagos' backend".
+void quantizedUnsupported(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false,
+                              "flagos: quantized tensors are not supported on the flagos "
+                              "device (operator ",
+                              fullName(op),
+                              "); keep quantized tensors on the CPU, or dequantize() them "
+                              "before moving them to the device");
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&hostFallback>());
 }
@@ -204,6 +216,10 @@ TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparseUnsupported>());
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&quantizedUnsupported>());
 }
 
 }  // namespace

@@ -190,3 +190,28 @@ def test_a_cpu_scalar_first_keeps_the_result_on_the_device():
 def test_pointwise_out_computes_in_the_common_dtype(make):
     """Note [Pointwise out= in the common dtype]."""
     same(make(DEV), make("cpu"))
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (
+            lambda x: torch.quantize_per_tensor(x, 0.1, 0, torch.qint8),
+            "quantized tensors are not supported on the flagos device",
+        ),
+        (
+            lambda x: torch.quantize_per_tensor(x.cpu(), 0.1, 0, torch.qint8).to(DEV),
+            "quantized tensors are not supported on the flagos device",
+        ),
+        (lambda x: x.to_sparse(), "sparse tensors are not supported on the flagos device"),
+    ],
+    ids=["quantize_on_device", "quantized_to_device", "sparse"],
+)
+def test_unsupported_layouts_are_a_clear_error(make, words):
+    """Quantized and sparse tensors have no flagos kernels: a clear error
+    naming the operator, not "Could not run ... 'Quantizedflagos' backend"."""
+    x = torch.randn(4, 4, device=DEV)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantized creation is deprecated
+        with pytest.raises(NotImplementedError, match=words):
+            make(x)
