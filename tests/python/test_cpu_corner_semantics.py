@@ -215,3 +215,13 @@ def test_unsupported_layouts_are_a_clear_error(make, words):
         warnings.simplefilter("ignore")  # quantized creation is deprecated
         with pytest.raises(NotImplementedError, match=words):
             make(x)
+
+
+def test_digamma_of_negative_floats_keeps_its_digits():
+    """The reflection term is -pi / tan(pi (x - rint(x))): with tan(pi x), 6% of
+    float32 inputs in (-20, 50) fell outside test_unary_ufuncs' tolerance
+    (digits lost far from 0 and next to the poles)."""
+    x = torch.linspace(-20, 50, 20001)
+    expected = torch.digamma(x)
+    actual = torch.digamma(x.to(DEV)).cpu()
+    torch.testing.assert_close(actual, expected, rtol=1.3e-6, atol=1e-5, equal_nan=True)
