@@ -225,3 +225,37 @@ def test_digamma_of_negative_floats_keeps_its_digits():
     expected = torch.digamma(x)
     actual = torch.digamma(x.to(DEV)).cpu()
     torch.testing.assert_close(actual, expected, rtol=1.3e-6, atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (
+            lambda x, d: x[torch.tensor([0, 1], device=d), torch.tensor([0, 1, 2], device=d)],
+            IndexError,
+            "indexing tensors could not be broadcast together with shapes",
+        ),
+        (
+            lambda x, d: x[
+                torch.zeros(0, dtype=torch.long, device=d), torch.tensor([0, 1], device=d)
+            ],
+            IndexError,
+            "indexing tensors could not be broadcast together with shapes",
+        ),
+        (
+            lambda x, d: x.index_put_(
+                (torch.tensor([0, 1], device=d),), torch.ones(3, 4, device=d)
+            ),
+            RuntimeError,
+            "cannot be broadcast to indexing result",
+        ),
+    ],
+    ids=["index_shapes", "empty_index", "index_put_values"],
+)
+def test_advanced_indexing_shape_errors_are_cpus(call, error, words):
+    """The advanced-indexing composite declines shapes that do not broadcast,
+    so the host tier raises CPU's IndexError (it raised broadcast_tensors'
+    RuntimeError: test_indexing)."""
+    for device in ("cpu", DEV):
+        with pytest.raises(error, match=words):
+            call(torch.randn(3, 4, device=device), device)

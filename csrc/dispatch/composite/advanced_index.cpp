@@ -15,9 +15,11 @@
 // depends on the data), non-adjacent index tensors and non-integer indices
 // are left to the host tier.
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/TensorUtils.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -31,6 +33,15 @@ struct Plan {
   int64_t first = 0;            // p: the first indexed dim
   std::vector<at::Tensor> idx;  // the index tensors, broadcast to one shape
 };
+
+// Whether two shapes broadcast together (each dim, from the right, equal or 1).
+bool broadcastable(c10::IntArrayRef a, c10::IntArrayRef b) {
+  for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+    const int64_t x = a[a.size() - i], y = b[b.size() - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
 
 // The indexed dims and their (broadcast) index tensors, or nullopt.
 std::optional<Plan> planFor(const at::Tensor& self, const c10::IValue& list) {
@@ -51,6 +62,14 @@ std::optional<Plan> planFor(const at::Tensor& self, const c10::IValue& list) {
     given.push_back(t.device() == self.device() ? t : t.to(self.device()));
   }
   if (given.empty()) return std::nullopt;
+  // Shapes that do not broadcast: declined, so that the host tier raises
+  // CPU's IndexError ("shape mismatch: indexing tensors could not be
+  // broadcast together"), not broadcast_tensors' RuntimeError.
+  std::vector<int64_t> shape;
+  for (const at::Tensor& t : given) {
+    if (!broadcastable(shape, t.sizes())) return std::nullopt;
+    shape = at::infer_size(shape, t.sizes());
+  }
   Plan plan;
   plan.first = first;
   plan.idx = at::broadcast_tensors(given);
@@ -143,6 +162,8 @@ bool indexPut(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   const std::optional<std::vector<int64_t>> strides =
       at::detail::computeStride(self.sizes(), self.strides(), merged);
   if (!strides) return false;
+  // Values that do not broadcast to the result: CPU's error from the host tier.
+  if (!at::is_expandable_to(values.sizes(), resultShape(self, *plan))) return false;
   const at::Tensor flat = flatIndex(self, *plan).reshape({-1});
   at::Tensor target = self.view(merged);
   // values broadcast to the result's shape, then the index dims flattened.
