@@ -191,6 +191,20 @@ def test_trainer_bf16_on_the_device(tmp_path, trainer_bf16_reference, backend):
     assert r["losses"] == pytest.approx(reference["losses"], rel=2e-2, abs=1e-3)
 
 
+def test_trainer_bf16_under_torchrun(tmp_path, trainer_bf16_reference):
+    """bf16 with DDP: the ranks stay equal, no fallback, and the losses (the
+    mean over both ranks, as Trainer logs them) follow CPU's bf16 run to
+    bf16's resolution."""
+    reports = run(tmp_path, torchrun("trainer_train.py", "bf16"), True, "run", devices=2)
+    assert {r["parallel_mode"] for r in reports} == {"ParallelMode.DISTRIBUTED"}
+    for r in reports:
+        assert r["fallbacks"] == {}, r["fallbacks"]
+    assert reports[1]["params"] == reports[0]["params"], "ranks diverged"
+    assert reports[0]["losses"] == pytest.approx(
+        trainer_bf16_reference["losses"], rel=2e-2, abs=1e-3
+    )
+
+
 @pytest.fixture(scope="module")
 def lightning_reference(tmp_path_factory):
     needs_package("lightning")
