@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import flagos_torchfl as ft
+import pytest
 from tool_models.cli import MLP, SPECIAL, TIERS, explain, read_json, run_cli
 from tool_models.cli import MODELS as MODELS_DIR
 
@@ -52,6 +55,27 @@ def test_coverage_intersects_with_a_saved_support_list(tmp_path):
     summary = data["summary"]["host"]
     assert sum(s["ops"] for s in summary.values()) == len(data["ops"])
     assert "host:" in proc.stdout and "aten::addmm" in proc.stdout
+
+
+def test_coverage_takes_each_dtypes_tier_from_a_probed_support_list(tmp_path):
+    """Note [Probed tiers]: opencl's GEMM is float only, so a bf16 model's
+    addmm is a decomposition there, although the overload's predicted tier is
+    native; a probed support list (`ops --probe`) says so per dtype."""
+    if not (Path(ft.__file__).resolve().parent / "plugins" / "libflagos_opencl.so").exists():
+        pytest.skip("the opencl plugin is not built")
+    support = tmp_path / "opencl.json"
+    proc = run_cli(
+        "ops", "--backend", "opencl", "--family", "gemm", "--probe", "--json", str(support), "-q"
+    )
+    assert proc.returncode == 0, explain(proc)
+    assert read_json(support)["overloads"]["aten::addmm"] == "native"  # the prediction
+    report = tmp_path / "cov.json"
+    model = str(MODELS_DIR / "mlp_bf16.py")
+    proc = run_cli("coverage", model, "--support", str(support), "--json", str(report))
+    assert proc.returncode == 0, explain(proc)
+    ops = {r["op"]: r for r in read_json(report)["ops"]}
+    assert ops["aten::addmm"]["dtypes"] == ["bfloat16"]
+    assert ops["aten::addmm"]["tiers"]["opencl"] == "decomposition"
 
 
 def test_bad_model_spec_is_a_clear_error(tmp_path):

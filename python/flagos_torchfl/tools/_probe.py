@@ -27,7 +27,8 @@ PROBE_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "
 _RANDOM = ("dropout", "bernoulli", "normal", "rand", "uniform", "multinomial", "rrelu")
 
 
-def _worst(tiers: set[str]) -> str:
+def worst_tier(tiers: set[str]) -> str:
+    """The worst of @p tiers (TIER_ORDER; unknown names count as worst)."""
     return max(tiers, key=lambda t: TIER_ORDER.index(t) if t in TIER_ORDER else len(TIER_ORDER))
 
 
@@ -78,7 +79,7 @@ def probe(
             dtype = _dtype_of(args, kwargs)
             if ran and dtype is not None:
                 seen.setdefault(name, {}).setdefault(str(dtype).removeprefix("torch."), set()).add(
-                    _worst(ran)
+                    worst_tier(ran)
                 )
             return out
 
@@ -106,7 +107,7 @@ def probe(
                         info.op(s.input, *s.args, **s.kwargs)
                 except Exception:  # noqa: BLE001 - invalid on CPU too, or a device error: not a claim
                     continue
-    return {name: {d: _worst(t) for d, t in by.items()} for name, by in sorted(seen.items())}
+    return {name: {d: worst_tier(t) for d, t in by.items()} for name, by in sorted(seen.items())}
 
 
 def dtype_tiers(probed: dict[str, dict[str, str]], names: list[str]) -> dict[str, str]:
@@ -115,4 +116,4 @@ def dtype_tiers(probed: dict[str, dict[str, str]], names: list[str]) -> dict[str
     for name in names:
         for dtype, tier in probed.get(name, {}).items():
             merged.setdefault(dtype, set()).add(tier)
-    return {d: _worst(t) for d, t in merged.items()}
+    return {d: worst_tier(t) for d, t in merged.items()}

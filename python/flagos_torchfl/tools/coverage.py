@@ -120,7 +120,16 @@ def tier_outside_catalog(name: str, support: dict[str, Any]) -> str:
     return "fallback"
 
 
-def tier_of(name: str, support: dict[str, Any]) -> str:
+def tier_of(name: str, support: dict[str, Any], dtypes: list[str] | tuple[str, ...] = ()) -> str:
+    """The tier @p name takes on @p support's backend: from the support list's
+    probe (`ops --probe`, Note [Probed tiers]) for the dtypes the model used,
+    where it called them, else the predicted tier."""
+    probed = (support.get("probed") or {}).get(name, {})
+    seen = {probed[d] for d in dtypes if d in probed}
+    if seen:
+        from ._probe import worst_tier
+
+        return worst_tier(seen)
     return support["overloads"].get(name) or tier_outside_catalog(name, support)
 
 
@@ -142,6 +151,11 @@ def coverage(
     if backends or not lists:
         lists = [ops.support_list(b) for b in (backends or [None])] + lists
     names = [s["backend"] for s in lists]
+    from .. import _state
+
+    # Recorded on flagos: the truth for the backend that ran, not for the
+    # backend of a support list made elsewhere.
+    running = _state.backend_name
     catalog_dtypes = {
         overload: set(op["dtypes"])
         for op in lists[0].get("ops", [])
@@ -150,9 +164,9 @@ def coverage(
     }
     rows = []
     for name, entry in used.items():
-        tiers = {s["backend"]: tier_of(name, s) for s in lists}
+        tiers = {s["backend"]: tier_of(name, s, entry["dtypes"]) for s in lists}
         row = {"op": name, **entry, "in_catalog": name in lists[0]["overloads"], "tiers": tiers}
-        if device == "flagos":
+        if device == "flagos" and names[0] == running:
             # Note [Recorded on the device]: the device run is the truth for the
             # backend it ran on. op_stats() counts every call that reaches a
             # tier of ours (the host fallback always); an op with no count ran
