@@ -154,6 +154,11 @@ class Dialect {
   virtual bool parallelScatters() const = 0;
   // Build options of a kernel; @p specialized: its shape is baked in.
   virtual std::string buildOptions(bool specialized) const { return ""; }
+  // Note [Random numbers on the device] (random.cpp): file-scope lines and
+  // build options that make float arithmetic the same on every compiler
+  // (no contraction into fma; division and sqrt correctly rounded).
+  virtual std::string strictFloatPrelude() const { return ""; }
+  virtual std::string strictFloatOptions() const { return ""; }
   // A program that builds only where the device compiles double-precision
   // code (the generated tier's fp64 probe); "" where double always builds.
   virtual std::string fp64Probe() const { return ""; }
@@ -251,6 +256,12 @@ std::string indexBody(const Recipe& recipe, const Signature& sig, const Dialect&
 // Window kernels (window.cpp): the body.
 std::string windowBody(const Recipe& recipe, const Signature& sig, const Dialect& dl,
                        const Target& target);
+// Random kernels (random.cpp): the Philox and distribution helpers (over
+// FLAGOS_U32/U64 and the dialect's flagos_f2u/u2f/d2u/u2d bit casts), and
+// the body.
+std::string randomHelpers(bool fp64);
+std::string randomBody(const Recipe& recipe, const Signature& sig, bool baked, const Dialect& dl,
+                       bool fp64);
 // Sort kernels (sort.cpp): the body.
 std::string sortBody(const Recipe& recipe, const Signature& sig, const Dialect& dl,
                      const Target& target);

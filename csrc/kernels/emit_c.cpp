@@ -129,6 +129,14 @@ FLAGOS_VEC2(hypot)
 #endif
 )";
 
+// The bit casts of the random helpers (random.cpp).
+const char* kBitCasts =
+    R"(FLAGOS_FN uint32_t flagos_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+FLAGOS_FN float flagos_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+FLAGOS_FN uint64_t flagos_d2u(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
+FLAGOS_FN double flagos_u2d(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
+)";
+
 class CDialect : public Dialect {
  public:
   std::string int64Type() const override { return "int64_t"; }
@@ -139,8 +147,8 @@ class CDialect : public Dialect {
            kVectorMath +
            "#include <tgmath.h>\n"
            "#define FLAGOS_I64 int64_t\n#define FLAGOS_U64 uint64_t\n"
-           "#define FLAGOS_FN static inline\n" +
-           kHalfHelpers + commonHelpers(true);
+           "#define FLAGOS_FN static inline\n#define FLAGOS_U32 uint32_t\n" +
+           kHalfHelpers + kBitCasts + commonHelpers(true);
   }
   std::string load(flagosDtype_t d, const std::string& ptr, const std::string& i) const override {
     if (d == FLAGOS_DTYPE_FLOAT16) return "flagos_h2f(" + ptr + "[" + i + "])";
@@ -180,6 +188,9 @@ class CDialect : public Dialect {
   // (Note [Reduction strategies]) need the other two. Generic kernels too:
   // they run every new shape until its specialized kernel is ready.
   std::string buildOptions(bool) const override { return "-O3 -fno-math-errno -fopenmp-simd"; }
+  // -std=c99 already keeps a * b + c apart; said again for compilers
+  // whose default differs.
+  std::string strictFloatOptions() const override { return "-ffp-contract=off"; }
   std::string close(const std::string& name, const std::vector<Param>& params,
                     Items items) const override {
     return std::string(items == Items::Range ? "" : "  }\n") + "}\nconst int " + name +

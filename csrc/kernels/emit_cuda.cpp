@@ -39,6 +39,11 @@ const char* storageType(flagosDtype_t d) {
 const char* kPrelude = R"(#define FLAGOS_I64 long long
 #define FLAGOS_U64 unsigned long long
 #define FLAGOS_FN static __device__ __forceinline__
+#define FLAGOS_U32 unsigned int
+#define flagos_f2u(x) __float_as_uint(x)
+#define flagos_u2f(x) __uint_as_float(x)
+#define flagos_d2u(x) ((unsigned long long)__double_as_longlong(x))
+#define flagos_u2d(x) __longlong_as_double((long long)(x))
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
 #endif
@@ -90,6 +95,8 @@ class CudaDialect : public Dialect {
  public:
   std::string int64Type() const override { return "long long"; }
   std::string prelude(bool fp64) const override { return kPrelude + commonHelpers(fp64); }
+  // NVRTC divides and takes square roots correctly rounded by default.
+  std::string strictFloatOptions() const override { return "--fmad=false"; }
   std::string load(flagosDtype_t d, const std::string& ptr, const std::string& i) const override {
     if (d == FLAGOS_DTYPE_FLOAT16) return "flagos_h2f(" + ptr + "[" + i + "])";
     if (d == FLAGOS_DTYPE_BFLOAT16) return "flagos_bf2f(" + ptr + "[" + i + "])";

@@ -56,8 +56,10 @@ bool keyFor(const Recipe& recipe, const Call& call, Variant variant, const Targe
   if (recipe.kind == RecipeKind::Sort) {
     return sortKeyFor(recipe, call, variant, target, key, why_not);
   }
+  const bool random = recipe.kind == RecipeKind::Random;
+  const bool elementwise = recipe.kind == RecipeKind::Pointwise || random;
   if (call.num_outputs != recipe.num_outputs || call.num_inputs != (int)recipe.inputs.size() ||
-      call.num_scalars != (int)recipe.scalars.size()) {
+      call.num_scalars != (random ? randomScalarCount(recipe) : (int)recipe.scalars.size())) {
     return reject(why_not, recipe.id + ": operand counts differ from the catalog's");
   }
   const int nops = call.num_outputs + call.num_inputs;
@@ -83,7 +85,9 @@ bool keyFor(const Recipe& recipe, const Call& call, Variant variant, const Targe
     }
     contiguous = contiguous && isContiguous(t);
   }
-  if (recipe.kind == RecipeKind::Pointwise) {
+  if (random) {
+    if (!randomSupports(recipe, call, why_not)) return false;
+  } else if (recipe.kind == RecipeKind::Pointwise) {
     Signature sig;
     sig.num_outputs = call.num_outputs;
     for (int k = 0; k < nops; ++k) sig.operands.push_back({operand(k).dtype, {}, {}});
@@ -107,10 +111,9 @@ bool keyFor(const Recipe& recipe, const Call& call, Variant variant, const Targe
   std::vector<int64_t>& w = key->words;
   w.clear();
   w.reserve(16 + (variant == Variant::Specialized ? 2 * nops * (ref.ndim + 1) : 0));
-  w.insert(w.end(),
-           {kGeneratorVersion, static_cast<int64_t>(recipe.identity), static_cast<int64_t>(variant),
-            languageCode(target.language), target.fp64 ? 1 : 0, nops, present,
-            recipe.kind == RecipeKind::Pointwise && contiguous ? 1 : 0});
+  w.insert(w.end(), {kGeneratorVersion, static_cast<int64_t>(recipe.identity),
+                     static_cast<int64_t>(variant), languageCode(target.language),
+                     target.fp64 ? 1 : 0, nops, present, elementwise && contiguous ? 1 : 0});
   for (int k = 0; k < nops; ++k) w.push_back(operand(k).dtype);
   if (recipe.kind == RecipeKind::Reduce || recipe.kind == RecipeKind::Row) {
     // Note [Reduction strategies]: one kernel per strategy, a Group kernel
@@ -126,7 +129,7 @@ bool keyFor(const Recipe& recipe, const Call& call, Variant variant, const Targe
       w.insert(w.end(), t.shape, t.shape + t.ndim);
       w.insert(w.end(), t.strides, t.strides + t.ndim);
     }
-    if (recipe.kind != RecipeKind::Pointwise) {
+    if (!elementwise) {
       w.push_back(
           static_cast<int64_t>(dimsMaskOf(recipe, call.scalars, call.num_scalars, ref.ndim)));
     }
@@ -149,8 +152,10 @@ std::shared_ptr<const Signature> signatureOf(const Recipe& recipe, const Call& c
   for (int k = 0; k < call.num_outputs; ++k) add(call.outputs[k]);
   for (int k = 0; k < call.num_inputs; ++k) add(call.inputs[k]);
   for (int k = 0; k < call.num_scalars; ++k) sig->scalar_dtypes.push_back(call.scalars[k].dtype);
-  sig->contiguous = recipe.kind == RecipeKind::Pointwise && contiguous;
-  if (recipe.kind != RecipeKind::Pointwise) {
+  const bool elementwise =
+      recipe.kind == RecipeKind::Pointwise || recipe.kind == RecipeKind::Random;
+  sig->contiguous = elementwise && contiguous;
+  if (!elementwise) {
     const flagosTensor& ref = recipe.kind == RecipeKind::Reduce ? call.inputs[0] : call.outputs[0];
     sig->dims_mask = dimsMaskOf(recipe, call.scalars, call.num_scalars, ref.ndim);
   }

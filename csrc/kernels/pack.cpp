@@ -20,6 +20,7 @@ std::vector<MetaField> metaLayout(const Recipe& recipe, int num_operands) {
   std::vector<MetaField> f = {{"work", 1}};
   switch (recipe.kind) {
     case RecipeKind::Pointwise:
+    case RecipeKind::Random:
       f.push_back({"ndim", 1});
       f.push_back({"size", kD});
       f.push_back({"st[" + std::to_string(num_operands) + "]", kD});
@@ -92,7 +93,8 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
     return k < call.num_outputs ? call.outputs[k] : call.inputs[k - call.num_outputs];
   };
   switch (recipe.kind) {
-    case RecipeKind::Pointwise: {
+    case RecipeKind::Pointwise:
+    case RecipeKind::Random: {
       // Generic kernels split the index over meta's dims: drop size-1 dims
       // and merge dims every operand walks contiguously (fewer divisions).
       const flagosTensor& o = call.outputs[0];
@@ -197,7 +199,8 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
     const bool is_float = isFloating(s.dtype);
     floating = pointwise_floating ||
                (recipe.kind == RecipeKind::Index && indexFloatScalar(recipe, k)) ||
-               (recipe.kind == RecipeKind::Window && windowFloatScalar(recipe, k));
+               (recipe.kind == RecipeKind::Window && windowFloatScalar(recipe, k)) ||
+               (recipe.kind == RecipeKind::Random && randomFloatScalar(recipe, k));
     const size_t width = floating && !target.fp64 ? 4 : 8;
     widths[k] = (uint32_t)width;
     if (floating && width == 8) {

@@ -15,7 +15,7 @@
 
 namespace flagos::kernels {
 
-enum class RecipeKind : uint8_t { Pointwise, Reduce, Row, Index, Window, Sort };
+enum class RecipeKind : uint8_t { Pointwise, Reduce, Row, Index, Window, Sort, Random };
 enum class Reducer : uint8_t { Sum, Mean, Prod, Max, Min, Any, All };
 // Where a reduction finds its dims: scalar 0 as a bitmask ({as: dims}),
 // scalar 0 as one dim ({as: dim}), or always every dim.
@@ -56,6 +56,21 @@ enum class WindowOp : uint8_t {
 // Rank sorts and index-returning reductions (sort.cpp, Note [Sort kernels]).
 enum class SortOp : uint8_t { Sort, Topk, Argmax, Argmin, MaxDim, MinDim };
 
+// Random operators (random.cpp, Note [Random numbers on the device]).
+enum class RandomOp : uint8_t {
+  Uniform,
+  Normal,
+  LogNormal,
+  Exponential,
+  Cauchy,
+  Geometric,
+  BernoulliScalar,
+  BernoulliTensor,
+  Dropout,
+  RandomFromTo,
+  Random
+};
+
 // How values are computed: int64 for integral and bool, float for float32
 // and the 16-bit types, double for float64.
 enum class ComputeClass : uint8_t { Int = 0, F32 = 1, F64 = 2 };
@@ -89,6 +104,9 @@ struct Recipe {
   WindowOp window_op = WindowOp::Im2col;
   // Sort.
   SortOp sort_op = SortOp::Sort;
+  // Random.
+  RandomOp random_op = RandomOp::Uniform;
+  int random_float_scalars = 0;  // leading scalars passed as floats
 };
 
 struct Operand {
@@ -246,5 +264,19 @@ std::vector<ScratchBuffer> sortScratch(const Recipe& recipe, const Call& call,
                                        const Target& target);
 int sortPasses(const Recipe& recipe, const Call& call);
 std::vector<MetaField> sortMetaLayout(const Recipe& recipe, int num_operands);
+
+// --- random operators (random.cpp) ------------------------------------------
+// Fills r's Random fields for a catalog row of family random, or false with
+// *why_not. Its kernels take the pointwise meta layout and packing: element
+// i of the output (row-major) is work item i.
+bool makeRandomRecipe(const OpInfo& op, Recipe* r, std::string* why_not);
+// The scalars a call passes: the catalog's, the generator as two (seed,
+// offset: Note [Random numbers on the device]).
+int randomScalarCount(const Recipe& recipe);
+// Whether scalar k is passed as a float (double; float without fp64).
+bool randomFloatScalar(const Recipe& recipe, int k);
+// Whether the call's dtypes and argument values are generated (else the
+// next tier, whose CPU kernel raises CPU's error for bad arguments).
+bool randomSupports(const Recipe& recipe, const Call& call, std::string* why_not);
 
 }  // namespace flagos::kernels

@@ -132,6 +132,11 @@ std::shared_ptr<const Recipe> makeRecipe(const OpInfo& op, std::string* why_not)
     r->identity = fnv1a("sort\n" + op.id);
     return r;
   }
+  if (op.family == "random") {
+    if (!makeRandomRecipe(op, r.get(), why_not)) return nullptr;
+    r->identity = fnv1a("random\n" + op.id);
+    return r;
+  }
   if (op.num_outputs != 1) return fail(why_not, "only single-output operators are generated");
   if (op.family == "pointwise") {
     auto ov = overrides().find(op.id);
