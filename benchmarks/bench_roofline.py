@@ -18,7 +18,7 @@ reference), host with its native kernels, host with the operators routed to
 the generated tier (the C dialect), and opencl (PoCL). Reported per operator:
 the median and the WORST fraction over --repeat interleaved repetitions, and
 the tier that ran it (op_stats). Targets: pointwise >= 0.6, reductions and
-row operators >= 0.4.
+row operators >= 0.4, dropout >= 0.6, randn >= 0.5.
 
     python3 benchmarks/bench_roofline.py [--configs cpu,host,host-generated,opencl]
         [--repeat 15] [--rows 4096] [--cols 4096] [--json out.json]
@@ -71,6 +71,10 @@ cases = {
         lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
         7 * N,
     ),
+    # Random kernels (issue 32): dropout reads x and writes out and a bool
+    # mask (a quarter of a float each); randn only writes.
+    "dropout(p=0.1)": ("dropout", lambda: torch.ops.aten.native_dropout(x, 0.1, True), 2.25 * N),
+    "randn": ("random", lambda: torch.randn(rows, cols, device=dev), N),
 }
 
 def timed(fn):
@@ -125,7 +129,7 @@ print(json.dumps(out))
 GENERATED_ROUTES = ("ADD", "MUL", "GELU", "SIGMOID", "SILU", "SUM", "SOFTMAX", "LOG_SOFTMAX")
 GENERATED_ROUTES += ("POW_SCALAR", "MEAN", "RSQRT")
 
-TARGET = {"pointwise": 0.6, "reduction": 0.4}
+TARGET = {"pointwise": 0.6, "reduction": 0.4, "dropout": 0.6, "random": 0.5}
 
 
 def main() -> None:

@@ -46,7 +46,7 @@ OP_FIELDS = {
     "promote", "optional", "decompose", "host", "mutates",
 }
 SCALAR_FIELDS = {"name", "as", "enum", "len"}
-ENCODINGS = {"dims", "dim", "length"}
+ENCODINGS = {"dims", "dim", "length", "philox"}
 ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 # The bridge's Family/Encoding enums (csrc/dispatch/semantic/catalog.h).
 FAMILY_ENUM = {f: "Family::" + "".join(p.capitalize() for p in f.split("_")) for f in FAMILIES}
@@ -201,6 +201,9 @@ def validate(catalog, torch):
                     if is_tensor_type(str(a.type)):
                         raise CatalogError(f"{where}: scalar '{s['name']}' of aten::{ov} is a tensor")
                     t = str(a.type)
+                    if (s.get("as") == "philox") != ("Generator" in t):
+                        raise CatalogError(f"{where}: scalar '{s['name']}' of aten::{ov} is {t}: "
+                                           "a Generator takes `as: philox`, and only a Generator does")
                     if "enum" in s and "str" not in t:
                         raise CatalogError(f"{where}: scalar '{s['name']}' has an enum but is {t}")
                     listy = is_list_type(t)
@@ -241,8 +244,8 @@ def enc_name(s):
         return "Encoding::Enum"
     if "len" in s:
         return "Encoding::List"
-    return {"dims": "Encoding::Dims", "dim": "Encoding::Dim", "length": "Encoding::Length"}.get(
-        s.get("as"), "Encoding::Plain")
+    return {"dims": "Encoding::Dims", "dim": "Encoding::Dim", "length": "Encoding::Length",
+            "philox": "Encoding::Philox"}.get(s.get("as"), "Encoding::Plain")
 
 
 def write_table(ops, path, torch_version):
@@ -309,7 +312,11 @@ def describe_scalar(s):
     if "len" in s:
         return f"int[] expanded to {s['len']} int64 scalars"
     return {"dims": "int64 bitmask of normalized dims (all dims when empty/None)",
-            "dim": "int64 normalized dim", "length": "int64 length of the list"}.get(
+            "dim": "int64 normalized dim", "length": "int64 length of the list",
+            "philox": "the generator (the device's default when absent) as two int64 scalars: "
+                      "its seed, then the Philox counter of the call's first element; the core "
+                      "advances the generator by the output's elements (docs/architecture.md, "
+                      "Reproducible random numbers)"}.get(
         s.get("as"), "value as given (Scalar/float: f; int/bool/ScalarType: i)")
 
 

@@ -53,7 +53,7 @@ if "$PYTHON" -c 'import flagos_torchfl as ft; ft.initialize("opencl")' >/dev/nul
     tests/python/test_models.py tests/python/test_extension.py \
     tests/python/test_extension_examples.py tests/python/test_profiler_device.py \
     tests/python/test_compile.py tests/python/test_training_step_ops.py \
-    tests/python/test_cpu_corner_semantics.py
+    tests/python/test_cpu_corner_semantics.py tests/python/test_random_device.py
 elif [ -n "${CI:-}" ]; then
   failed+=("opencl backend unavailable (PoCL is installed by scripts/setup.sh)")
 fi
@@ -75,7 +75,7 @@ MATRIX_CORE_TESTS=(tests/python/test_initialize.py tests/python/test_copy.py
   tests/python/test_distributed.py tests/python/test_models.py
   tests/python/test_extension.py tests/python/test_profiler_device.py
   tests/python/test_compile.py tests/python/test_cuda_plugin.py
-  tests/python/test_training_step_ops.py)
+  tests/python/test_training_step_ops.py tests/python/test_random_device.py)
 MATRIX_SMOKE_TESTS=(tests/python/test_initialize.py tests/python/test_copy.py
   tests/python/test_fallback.py tests/python/test_cuda_alias.py tests/python/test_cuda_plugin.py)
 ZOO_TESTS=(tests/python/test_model_zoo.py tests/python/test_alias_torch_stack.py

@@ -1,7 +1,6 @@
 // Operators that ATen sends an accelerator to (because the tensor is not on
 // the CPU) but implements for CUDA only, or with CPU-only state. The
 // generic paths never reach them, so each gets a kernel here:
-//  - native_dropout (dropout's fused path): decomposed, tier "decomposition";
 //  - the fused LSTM/GRU cells and their backwards: decomposed, likewise;
 //  - convolution(_backward)_overrideable: the CPU convolution on host copies,
 //    tier "fallback".
@@ -12,8 +11,6 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
-#include <ATen/ops/empty_like.h>
-#include <ATen/ops/ones_like.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -30,24 +27,6 @@ namespace {
 
 void count(const char* op) {
   recordOpCall(op, Tier::Decomposition);
-}
-
-// native_dropout has no Generator argument, so its CPU kernel would draw
-// from the CPU default generator. Decomposed, bernoulli_ picks the flagos
-// generator (Note [Random operators in the host fallback]). Same arithmetic
-// as ATen's native_dropout_cpu.
-std::tuple<at::Tensor, at::Tensor> nativeDropout(const at::Tensor& input, double p,
-                                                 std::optional<bool> train) {
-  count("aten::native_dropout");
-  if (input.numel() == 0) return {input, at::empty_like(input, input.options())};
-  if (train.has_value() && !*train) {
-    return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
-  }
-  const double keep = 1. - p;
-  const double scale = keep == 0 ? 0. : 1. / keep;
-  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
-  mask.bernoulli_(keep);
-  return {input.mul(mask).mul_(scale), mask};
 }
 
 // Note [Fused RNN cells]
@@ -187,7 +166,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
 #endif  // FLAGOS_ENABLE_CATALOG
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("native_dropout", TORCH_FN(nativeDropout));
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(lstmCell));
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(lstmCellBackward));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(gruCell));

@@ -8,8 +8,12 @@
 // meta-device init, `to_empty()` + `reset_parameters()`); torch.manual_seed,
 // fork_rng and get/set_rng_state move the 16 bytes around.
 //
-// Random operators run on the host (the host fallback) until backends bring
-// their own RNG kernels. Each call gets a CPU (mt19937) generator whose whole
+// Random operators with a generated kernel draw Philox4x32-10 blocks keyed
+// by the seed at counters offset + element index (Note [Random numbers on
+// the device], csrc/kernels/random.cpp); the bridge reads (seed, offset)
+// and advances the offset under the lock (scalar_encoding.cpp). The others
+// run on the host (the host fallback): each call gets a CPU (mt19937)
+// generator whose whole
 // 624-word state is expanded from (seed, offset) by SplitMix64, so every
 // call draws from its own full-quality mt19937 stream, keyed by 128 bits
 // (no 32-bit seed collisions); afterwards the offset advances by the

@@ -30,6 +30,7 @@ const Composite* findComposite(const char* id) {
     addGemmComposites(add);
     addPointwiseComposites(add);
     addOptimizerComposites(add);
+    addRandomComposites(add);
     return true;
   }();
   (void)filled;

@@ -51,5 +51,6 @@ void addReductionComposites(Register add);
 void addGemmComposites(Register add);
 void addPointwiseComposites(Register add);
 void addOptimizerComposites(Register add);
+void addRandomComposites(Register add);
 
 }  // namespace flagos::composite

@@ -35,6 +35,8 @@ enum class Encoding : uint8_t {
   Length,  // int[] -> its length
   Enum,    // str -> index into `names`
   List,    // int[]/bool[] -> `count` scalars (shorter lists repeat the last)
+  Philox,  // Generator? -> seed, offset (two int64); the generator advances
+           // by the call's elements (Note [Random numbers on the device])
 };
 
 struct ScalarSpec {

@@ -269,11 +269,15 @@ bool encodeScalars(const OpSpec& spec, const OverloadSchema& schema, const c10::
   // Dims are normalized against the highest-rank input (cat may list 1-D
   // empty tensors first; a reduction has one input).
   int64_t ndim0 = o.inputs.empty() ? o.outputs[0]->dim() : 0;
+  // Random operators draw one Philox block per element of their first output.
+  const int64_t draws = o.outputs.empty() || !o.outputs[0]->defined() ? 0 : o.outputs[0]->numel();
   for (const TensorRef& t : o.inputs)
     if (t->defined()) ndim0 = std::max<int64_t>(ndim0, t->dim());
   try {
     for (int k = 0; k < spec.num_scalars; ++k)
-      if (!encodeScalar(spec.scalars[k], schema.scalars[k], args, ndim0, abi.scalars)) return false;
+      if (!encodeScalar(spec.scalars[k], schema.scalars[k], args, ndim0, o.device, draws,
+                        abi.scalars))
+        return false;
   } catch (const c10::Error&) {
     return false;  // e.g. a dim out of range: the host tier raises it properly
   }
@@ -329,7 +333,9 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
   if (pointwise && spec_.promote_mask)
     cast_into = computeInCommonDtype(schema_, promoteInputs(spec_, o), o);
   AbiArgs abi;
-  if (!describeOperands(pointwise, o, abi) || !encodeScalars(spec_, schema_, args, o, abi))
+  // Random operators' inputs (bernoulli's p) broadcast to the output, too.
+  const bool elementwise = pointwise || spec_.family == Family::Random;
+  if (!describeOperands(elementwise, o, abi) || !encodeScalars(spec_, schema_, args, o, abi))
     return Native::Skip;
 
   // Empty outputs: the meta kernel checked the arguments and there is

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/dtype.h"
+#include "runtime/generator.h"
 
 namespace flagos::semantic {
 namespace {
@@ -107,10 +108,33 @@ bool encodeList(const ScalarSpec& spec, const c10::IValue& v, Scalars& out) {
   return true;
 }
 
+// Note [Random numbers on the device] (csrc/kernels/random.cpp): the
+// generator's seed and the counter of the call's first element; the offset
+// advances past the call's @p draws elements under the generator's lock, so
+// two calls (two threads) never share a counter. A call that then takes the
+// host tier draws from the advanced offset (Note [Random operators in the
+// host fallback]).
+bool encodePhilox(const c10::IValue& v, c10::Device device, int64_t draws, Scalars& out) {
+  at::Generator gen;
+  if (v.isNone()) {
+    gen = defaultGenerator(device.index());
+  } else if (v.isGenerator()) {
+    gen = v.toGenerator();
+    if (!isFlagosGenerator(gen)) return false;  // the host tier raises CPU's error
+  } else {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  pushInt(out, static_cast<int64_t>(gen.current_seed()));
+  pushInt(out, static_cast<int64_t>(gen.get_offset()));
+  advanceOffset(gen, static_cast<uint64_t>(draws));
+  return true;
+}
+
 }  // namespace
 
 bool encodeScalar(const ScalarSpec& spec, const ScalarArg& arg, const c10::IValue* args,
-                  int64_t ndim, Scalars& out) {
+                  int64_t ndim, c10::Device device, int64_t draws, Scalars& out) {
   const c10::IValue none;
   const c10::IValue& v = arg.arg >= 0 ? args[arg.arg] : none;
   switch (spec.encoding) {
@@ -133,6 +157,8 @@ bool encodeScalar(const ScalarSpec& spec, const ScalarArg& arg, const c10::IValu
       return encodeEnum(spec, v, out);
     case Encoding::List:
       return encodeList(spec, v, out);
+    case Encoding::Philox:
+      return encodePhilox(v, device, draws, out);
   }
   return false;
 }
