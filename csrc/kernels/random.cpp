@@ -142,11 +142,11 @@ FLAGOS_FN flagos_philox_t flagos_philox_at(FLAGOS_U64 seed, FLAGOS_U64 n) {
 FLAGOS_FN float flagos_rng_uf(FLAGOS_U32 x) { return (float)(x >> 8) * 5.9604644775390625e-08f; }
 /* log(x), x >= 0 normal: x = m 2^e, m in [sqrt(1/2), sqrt(2)], log m = 2 atanh(s). */
 FLAGOS_FN float flagos_rng_logf(float x) {
-  if (x == 0.0f) return -INFINITY;
   const FLAGOS_U32 b = flagos_f2u(x);
-  int e = (int)(b >> 23) - 127;
-  float m = flagos_u2f((b & 0x007fffffu) | 0x3f800000u);
-  if (m > 1.41421356f) { m = m * 0.5f; e = e + 1; }
+  const float m1 = flagos_u2f((b & 0x007fffffu) | 0x3f800000u);
+  const int big = m1 > 1.41421356f;
+  const int e = (int)(b >> 23) - 127 + big;
+  const float m = big ? m1 * 0.5f : m1;
   const float s = (m - 1.0f) / (m + 1.0f), z = s * s;
   float p = 0.09090909090909091f;
   p = p * z + 0.1111111111111111f;
@@ -154,7 +154,8 @@ FLAGOS_FN float flagos_rng_logf(float x) {
   p = p * z + 0.2f;
   p = p * z + 0.3333333333333333f;
   const float s2 = s + s, lm = s2 + s2 * (z * p), fe = (float)e;
-  return fe * 0.693145751953125f + (fe * 1.428606765330187e-06f + lm); }
+  const float r = fe * 0.693145751953125f + (fe * 1.428606765330187e-06f + lm);
+  return x == 0.0f ? -INFINITY : r; }
 /* cos and sin of a in [-pi/4, pi/4] (Taylor), then of quarter turns t. */
 FLAGOS_FN float flagos_rng_cospf(float a) {
   const float z = a * a;
@@ -183,10 +184,9 @@ FLAGOS_FN float flagos_rng_tanqtf(float t) {
   const float c = flagos_rng_cospf(a), s = flagos_rng_sinpf(a);
   return ((int)q & 1) ? -c / s : s / c; }
 /* exp(x): 2^k e^r, |r| <= log(2)/2, Cody-Waite reduction. */
-FLAGOS_FN float flagos_rng_expf(float x) {
-  if (x != x) return x;
-  if (x > 88.72283935546875f) return INFINITY;
-  if (x < -103.97208404541016f) return 0.0f;
+FLAGOS_FN float flagos_rng_expf(float x0) {
+  const float x = x0 > 88.72283935546875f ? 88.72283935546875f
+                  : x0 < -103.97208404541016f ? -103.97208404541016f : x0;
   const float k = rint(x * 1.4426950408889634f);
   const float r = (x - k * 0.693145751953125f) - k * 1.428606765330187e-06f;
   float p = 2.7557319223985893e-06f;
@@ -199,17 +199,19 @@ FLAGOS_FN float flagos_rng_expf(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  return ldexp(p, (int)k); }
+  const float v = ldexp(p, (int)k);
+  return x0 != x0 ? x0 : x0 > 88.72283935546875f ? INFINITY
+         : x0 < -103.97208404541016f ? 0.0f : v; }
 )";
 
 const char* kPhiloxDouble = R"(FLAGOS_FN double flagos_rng_ud(FLAGOS_U32 hi, FLAGOS_U32 lo) {
   return (double)((((FLAGOS_U64)hi << 32) | lo) >> 11) * 1.1102230246251565e-16; }
 FLAGOS_FN double flagos_rng_logd(double x) {
-  if (x == 0.0) return -INFINITY;
   const FLAGOS_U64 b = flagos_d2u(x);
-  int e = (int)(b >> 52) - 1023;
-  double m = flagos_u2d((b & 0x000fffffffffffffUL) | 0x3ff0000000000000UL);
-  if (m > 1.4142135623730951) { m = m * 0.5; e = e + 1; }
+  const double m1 = flagos_u2d((b & 0x000fffffffffffffUL) | 0x3ff0000000000000UL);
+  const int big = m1 > 1.4142135623730951;
+  const int e = (int)(b >> 52) - 1023 + big;
+  const double m = big ? m1 * 0.5 : m1;
   const double s = (m - 1.0) / (m + 1.0), z = s * s;
   double p = 0.043478260869565216;
   p = p * z + 0.047619047619047616;
@@ -223,7 +225,8 @@ FLAGOS_FN double flagos_rng_logd(double x) {
   p = p * z + 0.2;
   p = p * z + 0.3333333333333333;
   const double s2 = s + s, lm = s2 + s2 * (z * p), fe = (double)e;
-  return fe * 6.93147180369123816490e-01 + (fe * 1.90821492927058770002e-10 + lm); }
+  const double r = fe * 6.93147180369123816490e-01 + (fe * 1.90821492927058770002e-10 + lm);
+  return x == 0.0 ? -INFINITY : r; }
 FLAGOS_FN double flagos_rng_cospd(double a) {
   const double z = a * a;
   double p = -1.5619206968586225e-16;
@@ -256,10 +259,9 @@ FLAGOS_FN double flagos_rng_tanqtd(double t) {
   const double q = rint(t), a = (t - q) * 1.5707963267948966;
   const double c = flagos_rng_cospd(a), s = flagos_rng_sinpd(a);
   return ((int)q & 1) ? -c / s : s / c; }
-FLAGOS_FN double flagos_rng_expd(double x) {
-  if (x != x) return x;
-  if (x > 709.782712893384) return INFINITY;
-  if (x < -745.1332191019412) return 0.0;
+FLAGOS_FN double flagos_rng_expd(double x0) {
+  const double x = x0 > 709.782712893384 ? 709.782712893384
+                   : x0 < -745.1332191019412 ? -745.1332191019412 : x0;
   const double k = rint(x * 1.4426950408889634);
   const double r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
   double p = 1.6059043836821613e-10;
@@ -276,7 +278,8 @@ FLAGOS_FN double flagos_rng_expd(double x) {
   p = p * r + 0.5;
   p = p * r + 1.0;
   p = p * r + 1.0;
-  return ldexp(p, (int)k); }
+  const double v = ldexp(p, (int)k);
+  return x0 != x0 ? x0 : x0 > 709.782712893384 ? INFINITY : x0 < -745.1332191019412 ? 0.0 : v; }
 )";
 
 // Per float type (T, S as instantiate() reads them): the distributions.
@@ -485,12 +488,15 @@ std::string randomBody(const Recipe& r, const Signature& sig, bool baked, const 
       // ATen's native_dropout: mask ~ Bernoulli(1 - p), out = x * mask * scale.
       const flagosDtype_t xd = sig.operands[2].dtype;
       const bool has_train = sig.scalar_dtypes[1] != 0;
+      // Selects and bitwise ops only: a loop with control flow in its body
+      // does not vectorize.
       s << "  const " << ft << " keep_p = (" << ft << ")1 - s0;\n"
         << "  const int train = " << (has_train ? "s1 != 0" : "1") << ";\n"
-        << "  const int keep = !train || (" << ft << ")(w.v0 >> 8) < keep_p * (" << ft
-        << ")16777216;\n"
-        << "  const " << ct << " scale = train ? (keep_p == (" << ft << ")0 ? (" << ct << ")0 : ("
-        << ct << ")((" << ft << ")1 / keep_p)) : (" << ct << ")1;\n"
+        << "  const int keep = (int)((" << ft << ")(w.v0 >> 8) < keep_p * (" << ft
+        << ")16777216) | !train;\n"
+        << "  const " << ft << " inv = keep_p == (" << ft << ")0 ? (" << ft << ")0 : (" << ft
+        << ")1 / keep_p;\n"
+        << "  const " << ct << " scale = (" << ct << ")(train ? inv : (" << ft << ")1);\n"
         << "  const " << ct << " x = (" << ct << ")" << dl.load(xd, "p2", index[2]) << ";\n"
         << "  " << dl.store(FLAGOS_DTYPE_BOOL, "p1", index[1], "keep") << "\n";
       value = "x * (" + ct + ")keep * scale";
