@@ -240,6 +240,54 @@ def test_host_and_opencl_draw_the_same_bits():
     assert _run(DRAWS, FLAGOS_BACKEND="host") == _run(DRAWS, FLAGOS_BACKEND="opencl")
 
 
+# Two training steps of a transformer layer with dropout 0.1 (attention's
+# too): every dropout mask, hashed, and the generator's state after them.
+TRAINING_STEP = """
+import hashlib, json, torch, flagos_torchfl as ft
+import torch.nn.functional as F
+ft.initialize()
+torch.manual_seed(0)
+layer = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.1, batch_first=True)
+model = torch.nn.ModuleDict({"layer": layer, "head": torch.nn.Linear(32, 10)}).to("flagos").train()
+masks = []
+def hook(mod, inp, out):
+    masks.append(((out == 0) & (inp[0] != 0)).cpu())
+for m in model.modules():
+    if isinstance(m, torch.nn.Dropout):
+        m.register_forward_hook(hook)
+x, y = torch.randn(4, 12, 32).to("flagos"), torch.randint(0, 10, (4, 12)).to("flagos")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+torch.flagos.manual_seed(1234)
+ft.reset_op_stats()
+for _ in range(2):
+    F.cross_entropy(model["head"](model["layer"](x)).reshape(-1, 10), y.reshape(-1)).backward()
+    opt.step()
+    opt.zero_grad()
+stats = ft.op_stats()
+print(json.dumps({
+    "masks": [hashlib.sha256(m.numpy().tobytes()).hexdigest() for m in masks],
+    "dropped": [int(m.sum()) for m in masks],
+    "state": torch.flagos.get_rng_state().tolist(),
+    "fallbacks": {op: t["fallback"] for op, t in stats.items() if t.get("fallback")},
+    "dropout_calls": stats["aten::native_dropout"].get("generated", 0),
+}))
+"""
+
+
+def test_a_training_step_with_dropout_draws_the_same_masks_on_host_and_opencl():
+    host = _run(TRAINING_STEP, FLAGOS_BACKEND="host")
+    assert host["fallbacks"] == {}, host
+    assert host["dropout_calls"] == 8, host  # 3 nn.Dropout + attention's, 2 steps
+    assert len(host["masks"]) == 6 and all(60 < d < 240 for d in host["dropped"]), host
+    if not _opencl_available():
+        if os.environ.get("CI"):
+            pytest.fail("opencl is not available (scripts/setup.sh installs PoCL)")
+        pytest.skip("no opencl backend")
+    opencl = _run(TRAINING_STEP, FLAGOS_BACKEND="opencl")
+    assert opencl["fallbacks"] == {}, opencl
+    assert (opencl["masks"], opencl["state"]) == (host["masks"], host["state"])
+
+
 # --- statistics, 10^6 samples ----------------------------------------------------------
 
 
