@@ -332,6 +332,21 @@ def test_dropout_keeps_one_minus_p_and_scales():
     assert set(np.unique(o)) == {0.0, np.float32(1 / (1 - p))}
 
 
+def test_randperm_is_a_uniform_permutation_on_the_device():
+    torch.flagos.manual_seed(10)
+    ft.reset_op_stats()
+    p = torch.randperm(N, device="flagos")
+    assert torch.equal(p.cpu().sort().values, torch.arange(N))
+    stats = ft.op_stats()
+    assert stats["aten::randperm"] == {"decomposition": 1}, stats
+    assert not any(t.get("fallback") for t in stats.values()), stats
+    # Where element 0 lands, over 4000 permutations of 8: chi-square, 7 dof.
+    first = torch.stack([torch.randperm(8, device="flagos") for _ in range(4000)]).cpu()
+    counts = np.bincount(first.argmin(dim=1).numpy(), minlength=8)
+    chi2 = ((counts - 500.0) ** 2 / 500.0).sum()
+    assert chi2 < 24.3, counts  # p = 1e-3
+
+
 # --- errors and tiers -------------------------------------------------------------------
 
 
@@ -381,7 +396,7 @@ def test_random_operators_run_generated_with_no_fallback():
 # PyTorch's OpInfos of random operators (left out of the catalog sweep, whose
 # values they cannot match): run on the device, none of their catalog random
 # overloads may reach the host. Not yet on the device (issue 32, open):
-NOT_YET = ("multinomial", "rrelu", "randperm")
+NOT_YET = ("multinomial", "rrelu")
 
 
 def _random_opinfos():
@@ -443,4 +458,5 @@ RANDOM_IDS = {
     "normal_tensor_float",
     "normal_float_tensor",
     "normal_tensor_tensor",
+    "randperm",
 }

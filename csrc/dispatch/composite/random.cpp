@@ -4,11 +4,15 @@
 //    has no Generator argument, so its CPU kernel (the host tier) would draw
 //    from the CPU's default generator; bernoulli_ draws from the flagos one;
 //  - normal with a tensor mean or std (torch.normal(mean, std)) as
-//    normal_(0, 1) * std + mean, ATen's normal_out_impl.
+//    normal_(0, 1) * std + mean, ATen's normal_out_impl;
+//  - randperm as the stable sort of random 63-bit keys (random_ on int64):
+//    a uniformly random permutation (ties: one in 2^63/n^2), on the device.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 
+#include <cstdint>
 #include <optional>
+#include <tuple>
 
 #include "dispatch/composite/composite.h"
 #include "dispatch/composite/stack_args.h"
@@ -76,9 +80,54 @@ bool normalTensor(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// randperm(n, dtype, layout, device, pin_memory) and randperm.generator(n,
+// generator, dtype, ...). Declines what CPU checks (n < 0, n beyond the
+// integers the dtype holds exactly), so the host tier raises its error.
+bool randperm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t num_args = op.schema().arguments().size();
+  const c10::IValue* a = argsOf(*stack, num_args);
+  const size_t k = num_args == 6 ? 1 : 0;  // the generator's slot
+  if (!a || !a[0].isInt()) return false;
+  const c10::IValue &dtype_arg = a[1 + k], &device_arg = a[3 + k];
+  if (!device_arg.isDevice() || !device_arg.toDevice().is_privateuseone()) return false;
+  const at::ScalarType dtype =
+      dtype_arg.isNone() ? at::kLong : static_cast<at::ScalarType>(dtype_arg.toInt());
+  const int64_t n = a[0].toInt();
+  int64_t most = 0;  // the largest n the dtype numbers exactly
+  switch (dtype) {
+    case at::kLong:
+      most = INT64_MAX;
+      break;
+    case at::kInt:
+      most = int64_t{1} << 31;
+      break;
+    case at::kShort:
+      most = int64_t{1} << 15;
+      break;
+    case at::kFloat:
+      most = int64_t{1} << 24;
+      break;
+    case at::kDouble:
+      most = int64_t{1} << 53;
+      break;
+    default:
+      return false;  // small and 16-bit float types: the host tier
+  }
+  if (n < 0 || n > most) return false;
+  std::optional<at::Generator> gen;
+  if (k == 1 && a[1].isGenerator()) gen = a[1].toGenerator();
+  const at::TensorOptions options = at::TensorOptions().device(device_arg.toDevice());
+  at::Tensor keys = at::empty({n}, options.dtype(at::kLong));
+  keys.random_(gen);
+  at::Tensor order = std::get<1>(keys.sort(std::optional<bool>(true), 0, false));
+  replaceArgs(stack, num_args, {dtype == at::kLong ? order : order.to(dtype)});
+  return true;
+}
+
 }  // namespace
 
 void addRandomComposites(Register add) {
+  add("randperm", randperm, false);
   add("native_dropout", nativeDropout, false);
   add("normal_tensor_float", normalTensor, false);
   add("normal_float_tensor", normalTensor, false);
