@@ -347,6 +347,39 @@ def test_randperm_is_a_uniform_permutation_on_the_device():
     assert chi2 < 24.3, counts  # p = 1e-3
 
 
+def test_multinomial_frequencies_and_zero_weights():
+    torch.flagos.manual_seed(12)
+    w = torch.tensor([1.0, 0.0, 6.0, 3.0, 0.0], device="flagos")
+    expected = (w / w.sum()).cpu().numpy()
+    ft.reset_op_stats()
+    draws = {
+        "replacement": torch.multinomial(w, 100_000, replacement=True).cpu(),
+        "one sample a row": torch.multinomial(w.repeat(100_000, 1), 1).cpu().flatten(),
+    }
+    for what, d in draws.items():
+        counts = np.bincount(d.numpy(), minlength=5)
+        assert counts[1] == counts[4] == 0, (what, counts)
+        keep = expected > 0
+        chi2 = ((counts[keep] - 1e5 * expected[keep]) ** 2 / (1e5 * expected[keep])).sum()
+        assert chi2 < 16.3, (what, counts)  # 3 dof, p = 1e-3
+    without = torch.multinomial(w.repeat(1000, 1), 3).cpu()
+    assert all(sorted(r.tolist()) == [0, 2, 3] for r in without)
+    stats = ft.op_stats()
+    assert stats["aten::multinomial"] == {"decomposition": 3}, stats
+    assert not any(t.get("fallback") for t in stats.values()), stats
+
+
+@pytest.mark.parametrize(
+    "weights,n", [([0.0, 0.0], 1), ([1.0, -1.0], 1), ([1.0, float("inf")], 1), ([1.0, 1.0], 3)]
+)
+def test_multinomial_errors_are_cpus(weights, n):
+    with pytest.raises(RuntimeError) as cpu:
+        torch.multinomial(torch.tensor(weights), n)
+    with pytest.raises(RuntimeError) as dev:
+        torch.multinomial(torch.tensor(weights, device="flagos"), n)
+    assert str(dev.value).split("\n")[0] == str(cpu.value).split("\n")[0]
+
+
 # --- errors and tiers -------------------------------------------------------------------
 
 
@@ -396,7 +429,7 @@ def test_random_operators_run_generated_with_no_fallback():
 # PyTorch's OpInfos of random operators (left out of the catalog sweep, whose
 # values they cannot match): run on the device, none of their catalog random
 # overloads may reach the host. Not yet on the device (issue 32, open):
-NOT_YET = ("multinomial", "rrelu")
+NOT_YET = ("rrelu",)
 
 
 def _random_opinfos():
@@ -459,4 +492,5 @@ RANDOM_IDS = {
     "normal_float_tensor",
     "normal_tensor_tensor",
     "randperm",
+    "multinomial",
 }

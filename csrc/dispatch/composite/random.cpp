@@ -6,10 +6,14 @@
 //  - normal with a tensor mean or std (torch.normal(mean, std)) as
 //    normal_(0, 1) * std + mean, ATen's normal_out_impl;
 //  - randperm as the stable sort of random 63-bit keys (random_ on int64):
-//    a uniformly random permutation (ties: one in 2^63/n^2), on the device.
+//    a uniformly random permutation (ties: one in 2^63/n^2), on the device;
+//  - multinomial as ATen's: without replacement (or one sample) the
+//    exponential race, argmax/topk of p / Exp(1); with replacement one
+//    uniform per sample against the row's cumulative distribution.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -124,9 +128,55 @@ bool randperm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   return true;
 }
 
+// multinomial(self, num_samples, replacement, generator). CPU's checks on
+// the arguments and the probabilities (a sync, as CUDA's) decline to the
+// host tier, which raises CPU's errors.
+bool multinomial(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isInt() || !a[2].isBool()) return false;
+  const at::Tensor self = a[0].toTensor();
+  const int64_t n_sample = a[1].toInt();
+  const bool replacement = a[2].toBool();
+  if (!self.device().is_privateuseone() || !at::isFloatingType(self.scalar_type()) ||
+      self.dim() < 1 || self.dim() > 2 || n_sample <= 0 || self.size(-1) == 0 ||
+      (!replacement && n_sample > self.size(-1)))
+    return false;
+  const at::Tensor w = self.to(at::kFloat).contiguous();
+  const at::Tensor total = w.sum(-1);
+  const bool valid =
+      ((w.max() < INFINITY) & (w.min() >= 0)).item<bool>() && (total > 0).all().item<bool>();
+  if (!valid) return false;
+  std::optional<at::Generator> gen;
+  if (a[3].isGenerator()) gen = a[3].toGenerator();
+  at::Tensor result;
+  if (!replacement || n_sample == 1) {
+    at::Tensor q = at::empty_like(w).exponential_(1, gen);
+    q = w / q;
+    result = n_sample == 1 ? q.argmax(-1, /*keepdim=*/true)
+                           : std::get<1>(q.topk(n_sample, -1, /*largest=*/true, /*sorted=*/true));
+  } else {
+    // Comparisons of n_sample x categories per row: bounded, else the host.
+    const int64_t rows = self.dim() == 2 ? self.size(0) : 1, cats = self.size(-1);
+    if (rows * n_sample * cats > (int64_t{1} << 24)) return false;
+    const at::Tensor w2 = w.view({rows, cats});
+    const at::Tensor cdf = w2.cumsum(-1) / total.view({rows, 1});
+    const at::Tensor u = at::empty({rows, n_sample}, w.options()).uniform_(0, 1, gen);
+    // The first category whose cumulative probability exceeds u; never one
+    // past the last category of nonzero weight (rounding of the cdf).
+    at::Tensor idx = (u.unsqueeze(-1) >= cdf.unsqueeze(1)).sum(-1);
+    const at::Tensor last = (cats - 1) - (w2.flip(-1) > 0).to(at::kInt).argmax(-1, true);
+    result = at::minimum(idx, last);
+    if (self.dim() == 1) result = result.view({n_sample});
+  }
+  replaceArgs(stack, kArgs, {result});
+  return true;
+}
+
 }  // namespace
 
 void addRandomComposites(Register add) {
+  add("multinomial", multinomial, false);
   add("randperm", randperm, false);
   add("native_dropout", nativeDropout, false);
   add("normal_tensor_float", normalTensor, false);
