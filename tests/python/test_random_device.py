@@ -380,6 +380,25 @@ def test_multinomial_errors_are_cpus(weights, n):
     assert str(dev.value).split("\n")[0] == str(cpu.value).split("\n")[0]
 
 
+def test_rrelu_and_attention_dropout_stay_on_the_device():
+    torch.flagos.manual_seed(13)
+    ft.reset_op_stats()
+    x = torch.randn(20000, device="flagos", requires_grad=True)
+    y = torch.nn.RReLU(0.1, 0.3).train()(x)
+    y.sum().backward()
+    xs, ys, g = x.detach().cpu(), y.detach().cpu(), x.grad.cpu()
+    slope = ys[xs < 0] / xs[xs < 0]
+    assert 0.1 <= slope.min() and slope.max() <= 0.3 and abs(slope.mean() - 0.2) < 0.005
+    assert torch.equal(ys[xs > 0], xs[xs > 0]) and torch.allclose(g[xs < 0], slope)
+    q = torch.randn(2, 4, 16, 8, device="flagos", requires_grad=True)
+    out = torch.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=0.2)
+    out.sum().backward()
+    stats = ft.op_stats()
+    assert stats["aten::rrelu_with_noise"] == {"decomposition": 1}, stats
+    assert stats["aten::native_dropout"] == {"generated": 1}, stats
+    assert not any(t.get("fallback") for t in stats.values()), stats
+
+
 # --- errors and tiers -------------------------------------------------------------------
 
 
@@ -428,14 +447,13 @@ def test_random_operators_run_generated_with_no_fallback():
 
 # PyTorch's OpInfos of random operators (left out of the catalog sweep, whose
 # values they cannot match): run on the device, none of their catalog random
-# overloads may reach the host. Not yet on the device (issue 32, open):
-NOT_YET = ("rrelu",)
+# overloads may reach the host.
 
 
 def _random_opinfos():
     from torch.testing._internal.common_methods_invocations import op_db
 
-    names = ("dropout", "bernoulli", "normal", "rand", "uniform")
+    names = ("dropout", "bernoulli", "normal", "rand", "uniform", "multinomial", "rrelu")
     # Names alike, and a variant that draws nothing (training=False).
     not_random = ("normalize", "__rand__", "native_dropout_backward")
     return [
@@ -443,7 +461,7 @@ def _random_opinfos():
         for op in op_db
         if any(n in op.name for n in names)
         and op.variant_test_name != "without_train"
-        and not any(n in op.name for n in NOT_YET + not_random)
+        and not any(n in op.name for n in not_random)
     ]
 
 
@@ -493,4 +511,5 @@ RANDOM_IDS = {
     "normal_tensor_tensor",
     "randperm",
     "multinomial",
+    "rrelu_with_noise",
 }

@@ -7,6 +7,8 @@
 //    normal_(0, 1) * std + mean, ATen's normal_out_impl;
 //  - randperm as the stable sort of random 63-bit keys (random_ on int64):
 //    a uniformly random permutation (ties: one in 2^63/n^2), on the device;
+//  - rrelu_with_noise (nn.RReLU): uniform_ noise for the non-positive
+//    inputs, as the CPU kernel draws it, or leaky_relu when not training;
 //  - multinomial as ATen's: without replacement (or one sample) the
 //    exponential race, argmax/topk of p / Exp(1); with replacement one
 //    uniform per sample against the row's cumulative distribution.
@@ -173,9 +175,38 @@ bool multinomial(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// rrelu_with_noise(self, noise, lower, upper, training, generator) (its
+// in-place form too); writes noise as CPU does: r where self <= 0, else 1.
+bool rreluWithNoise(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 6;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isScalar() || !a[3].isScalar() ||
+      !a[4].isBool())
+    return false;
+  const at::Tensor self = a[0].toTensor(), noise = a[1].toTensor();
+  if (!self.device().is_privateuseone() || !at::isFloatingType(self.scalar_type())) return false;
+  const double lower = a[2].toScalar().toDouble(), upper = a[3].toScalar().toDouble();
+  if (!(lower <= upper)) return false;  // CPU's error, from the host tier
+  at::Tensor out;
+  if (!a[4].toBool()) {
+    out = at::leaky_relu(self, (lower + upper) / 2);
+  } else {
+    if (!usableLike(noise, self) || noise.sizes() != self.sizes()) return false;
+    std::optional<at::Generator> gen;
+    if (a[5].isGenerator()) gen = a[5].toGenerator();
+    const at::Tensor r = at::empty_like(self).uniform_(lower, upper, gen);
+    const at::Tensor neg = self <= 0;
+    noise.copy_(at::where(neg, r, at::ones_like(r)));
+    out = at::where(neg, self * r, self);
+  }
+  replaceArgs(stack, kArgs, {out});
+  return true;
+}
+
 }  // namespace
 
 void addRandomComposites(Register add) {
+  add("rrelu_with_noise", rreluWithNoise, /*in_place=*/true);
   add("multinomial", multinomial, false);
   add("randperm", randperm, false);
   add("native_dropout", nativeDropout, false);
