@@ -312,3 +312,23 @@ def test_a_healthy_large_convolution_is_not_flagged():
     conv = [row for op, row in r["rows"].items() if "conv" in op]
     assert conv and all(row["mismatches"] == 0 for row in conv), r["rows"]
     assert any(row["max_abs"] > 0 for row in conv), r["rows"]
+
+
+def test_random_operators_are_not_compared():
+    # Their streams differ from CPU's by design: never reported as divergent.
+    code = """
+import json, torch, flagos_torchfl as ft
+ft.initialize()
+x = torch.randn(64, 64).to("flagos")
+torch.nn.functional.dropout(x, 0.3)
+torch.randperm(50, device="flagos")
+torch.multinomial(torch.rand(4, 8, device="flagos"), 2)
+torch.nn.functional.rrelu(x, training=True)
+torch.normal(x, 1.0)
+rows = [json.loads(r) for r in torch.ops.flagos._autocompare_report()]
+print(json.dumps({"rows": rows, "stats": ft.op_stats()}))
+"""
+    out = report(run(code, FLAGOS_AUTOCOMPARE="raise"))
+    random_ops = ("dropout", "randperm", "multinomial", "rrelu", "normal", "uniform", "random_")
+    assert not [r for r in out["rows"] if any(k in r["op"] for k in random_ops)], out["rows"]
+    assert out["stats"]["aten::randperm"] == {"decomposition": 1}, out["stats"]

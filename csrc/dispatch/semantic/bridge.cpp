@@ -88,8 +88,9 @@ void SemanticKernel::operator()(const c10::OperatorHandle& op, c10::DispatchKeyS
   ensureAnalyzed(op);
   const Route route = routeFor(op_index_, ov_);
   // FLAGOS_AUTOCOMPARE (autocompare.cpp): off, this is one relaxed load.
-  // On, calls that may run on the device are replayed on the CPU.
-  if (C10_UNLIKELY(autocompareActive()) &&
+  // On, calls that may run on the device are replayed on the CPU; random
+  // operators are not: their streams differ from CPU's by design.
+  if (C10_UNLIKELY(autocompareActive()) && spec_.family != Family::Random &&
       (((route == Route::Auto || route == Route::Native) && kernel()) ||
        (route != Route::Fallback &&
         (schema_.decomposable || schema_.composite || hasGeneratedKernel(op_index_))))) {
