@@ -110,11 +110,14 @@ def accelerate_reference(tmp_path_factory):
 
 def test_accelerate_launch_two_processes_synchronise(tmp_path, accelerate_reference):
     needs_package("accelerate")
-    launcher = shutil.which("accelerate") or "accelerate"
+    # The `accelerate` command of this interpreter's environment (a
+    # virtualenv's bin/ need not be on PATH: CI runs its python by path).
     reports = run(
         tmp_path,
         [
-            launcher,
+            sys.executable,
+            "-m",
+            "accelerate.commands.accelerate_cli",
             "launch",
             "--multi_gpu",
             "--num_processes",

@@ -14,6 +14,11 @@ tensor, and flagos must stay within a few times it (float32 rounding is
 ~6e-8 per operation, well below a 1e-6 perturbation). No tolerance is
 loosened across the board.
 
+With dropout on (p=0.1, drop-path where the model has it: DROPOUT), flagos
+and CPU draw different masks, so a step cannot match CPU's; instead a few
+SGD steps on one batch must lower the loss as they do on CPU, with the
+random operators generated on the device and no host fallback.
+
 Packages that are not installed are skipped, unless FLAGOS_REQUIRE_ZOO=1
 (CI's model-zoo environment, scripts/torch_env.sh 2.14.1).
 """
@@ -26,7 +31,7 @@ import flagos_torchfl as ft
 import pytest
 import torch
 from conftest import needs_package
-from zoo.models import ZOO
+from zoo.models import DROPOUT, ZOO
 
 BASE_RTOL = 1e-4
 NOISE_FACTOR = 4.0
@@ -128,3 +133,45 @@ def test_the_comparison_sees_a_real_difference():
     # (100x the perturbation that sets the noise floor) must be caught.
     bad, _ = differences("transformers.gpt2", lambda m: perturbed(m, 1e-4))
     assert len(bad) > 5, bad
+
+
+STEPS = 6
+
+
+def losses_with_dropout(name: str, device: str) -> list[float]:
+    package, build = ZOO[name]
+    needs_package(package)
+    torch.manual_seed(0)
+    model, inputs, loss_fn = build(dropout=0.1)
+    model = model.to(device).train()
+    inputs = tuple(to(x, device) for x in inputs)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    torch.manual_seed(1)  # the masks: CPU's generator and flagos's
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(*inputs))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("name", DROPOUT)
+def test_zoo_model_trains_with_dropout_on_the_device(name):
+    cpu = losses_with_dropout(name, "cpu")
+    ft.reset_op_stats()
+    dev = losses_with_dropout(name, "flagos")
+    stats = ft.op_stats()
+    fallbacks = {op: t["fallback"] for op, t in stats.items() if t.get("fallback")}
+    assert not fallbacks, f"{name}: host fallbacks {fallbacks}"
+    drew = sum(
+        t.get("generated", 0) for op, t in stats.items() if "dropout" in op or "bernoulli" in op
+    )
+    assert drew >= STEPS, f"{name}: no random kernel ran: {stats}"
+    # The first step sees the same weights, only other masks: CPU's loss
+    # within dropout's spread; then the loss falls on both, by as much.
+    assert abs(dev[0] - cpu[0]) <= 0.25 * abs(cpu[0]), (cpu, dev)
+    assert cpu[-1] < cpu[0] and dev[-1] < dev[0], (cpu, dev)
+    fall_cpu, fall_dev = cpu[0] - cpu[-1], dev[0] - dev[-1]
+    assert 0.5 * fall_cpu <= fall_dev <= 2 * fall_cpu, (cpu, dev)

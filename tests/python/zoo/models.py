@@ -6,8 +6,9 @@ and returns (model, inputs, loss_fn). Architectures are the libraries' own:
 only widths, depths and input sizes are small, so every operator a user's
 full-size model reaches is reached here too.
 
-Dropout-like layers are off (p=0 or eval mode): they draw from the device
-RNG, which is tested on its own (tests/python/test_rng.py).
+Dropout-like layers are off by default (p=0 or eval mode), so that a step
+compares with CPU's; the builders that take `dropout` switch them on (the
+models of DROPOUT, tests/python/test_model_zoo.py: they train with p=0.1).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def mobilenet_v3() -> Built:
     return _tv().models.mobilenet_v3_small(num_classes=10, dropout=0.0), _images(), _image_loss
 
 
-def efficientnet() -> Built:
+def efficientnet(dropout: float = 0.0) -> Built:
     tv = _tv()
     from torchvision.models.efficientnet import MBConvConfig
 
@@ -50,7 +51,9 @@ def efficientnet() -> Built:
         MBConvConfig(4, 3, 2, 8, 16, 1),
         MBConvConfig(4, 5, 2, 16, 24, 1),
     ]
-    model = tv.models.EfficientNet(settings, dropout=0.0, stochastic_depth_prob=0.0, num_classes=10)
+    model = tv.models.EfficientNet(
+        settings, dropout=dropout, stochastic_depth_prob=dropout, num_classes=10
+    )
     return model, _images(), _image_loss
 
 
@@ -86,7 +89,7 @@ def densenet() -> Built:
     return model, _images(), _image_loss
 
 
-def timm_swin() -> Built:
+def timm_swin(dropout: float = 0.0) -> Built:
     from timm.models.swin_transformer import SwinTransformer
 
     model = SwinTransformer(
@@ -96,7 +99,8 @@ def timm_swin() -> Built:
         embed_dim=16,
         depths=(1, 1),
         num_heads=(1, 2),
-        drop_path_rate=0.0,
+        drop_rate=dropout,
+        drop_path_rate=dropout,
         num_classes=10,
     )
     return model, _images(), _image_loss
@@ -129,7 +133,7 @@ def _lm_loss(out):
     return out.logits.float().pow(2).mean()
 
 
-def gpt2() -> Built:
+def gpt2(dropout: float = 0.0) -> Built:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
@@ -140,14 +144,14 @@ def gpt2() -> Built:
         n_head=2,
         bos_token_id=0,
         eos_token_id=0,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
+        resid_pdrop=dropout,
+        embd_pdrop=dropout,
+        attn_pdrop=dropout,
     )
     return GPT2LMHeadModel(config), (_tokens(),), _lm_loss
 
 
-def bert() -> Built:
+def bert(dropout: float = 0.0) -> Built:
     from transformers import BertConfig, BertForMaskedLM
 
     config = BertConfig(
@@ -157,8 +161,8 @@ def bert() -> Built:
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=32,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
     )
     return BertForMaskedLM(config), (_tokens(),), _lm_loss
 
@@ -178,7 +182,7 @@ def llama() -> Built:
     return LlamaForCausalLM(config), (_tokens(),), _lm_loss
 
 
-def t5() -> Built:
+def t5(dropout: float = 0.0) -> Built:
     from transformers import T5Config, T5ForConditionalGeneration
 
     config = T5Config(
@@ -188,7 +192,7 @@ def t5() -> Built:
         d_ff=64,
         num_layers=2,
         num_heads=2,
-        dropout_rate=0.0,
+        dropout_rate=dropout,
         decoder_start_token_id=0,
     )
     model = T5ForConditionalGeneration(config)
@@ -213,3 +217,12 @@ ZOO: dict[str, tuple[str, Callable[[], Built]]] = {
     "transformers.llama": ("transformers", llama),
     "transformers.t5": ("transformers", t5),
 }
+
+# The models whose builders take `dropout`: dropout and drop-path layers.
+DROPOUT = [
+    "torchvision.efficientnet",
+    "timm.swin",
+    "transformers.gpt2",
+    "transformers.bert",
+    "transformers.t5",
+]
