@@ -55,6 +55,26 @@ std::string indexCode(const IndexPlan& p, bool baked, const std::vector<int64_t>
   return s.str();
 }
 
+std::string elementOffsets(const Signature& sig, bool baked, const std::string& i64,
+                           std::vector<std::string>* index) {
+  const int nops = static_cast<int>(sig.operands.size());
+  std::ostringstream s;
+  index->assign(nops, "gid");
+  if (!sig.contiguous) {
+    IndexPlan plan{"gid", "ndim", "size", {}, {}};
+    for (int k = 0; k < nops; ++k) {
+      plan.stride_fields.push_back("st[" + str(k) + "]");
+      plan.offsets.push_back("off" + str(k));
+      (*index)[k] = "off" + str(k);
+      s << "  " << i64 << " off" << k << " = 0;\n";
+    }
+    std::vector<std::vector<int64_t>> strides;
+    for (const Operand& o : sig.operands) strides.push_back(o.strides);
+    s << indexCode(plan, baked, sig.operands[0].shape, strides, i64, "rest");
+  }
+  return s.str();
+}
+
 namespace {
 
 std::string metaStruct(const Recipe& r, int nops, const std::string& i64) {
@@ -82,19 +102,8 @@ std::string pointwiseBody(const Recipe& r, const Signature& sig, bool baked, con
   const std::string vtype = cls == ComputeClass::Int ? i64 : lowering.ftype();
   const int nops = static_cast<int>(sig.operands.size());
   std::ostringstream s;
-  std::vector<std::string> index(nops, "gid");
-  if (!sig.contiguous) {
-    IndexPlan plan{"gid", "ndim", "size", {}, {}};
-    for (int k = 0; k < nops; ++k) {
-      plan.stride_fields.push_back("st[" + str(k) + "]");
-      plan.offsets.push_back("off" + str(k));
-      index[k] = "off" + str(k);
-      s << "  " << i64 << " off" << k << " = 0;\n";
-    }
-    std::vector<std::vector<int64_t>> strides;
-    for (const Operand& o : sig.operands) strides.push_back(o.strides);
-    s << indexCode(plan, baked, sig.operands[0].shape, strides, i64, "rest");
-  }
+  std::vector<std::string> index;
+  s << elementOffsets(sig, baked, i64, &index);
   for (int k = sig.num_outputs; k < nops; ++k) {
     int in = k - sig.num_outputs;
     s << "  const " << vtype << " v" << in << " = (" << vtype << ")"

@@ -232,6 +232,12 @@ struct IndexPlan {
 std::string indexCode(const IndexPlan& p, bool baked, const std::vector<int64_t>& sizes,
                       const std::vector<std::vector<int64_t>>& strides, const std::string& i64,
                       const std::string& tmp);
+// Elementwise kernels (pointwise, random): work item gid is output element
+// gid (row-major). Statements declaring each operand's element offset
+// (strided layouts: indexCode over meta's size/st, or baked), and in
+// *index the expression of each operand's offset ("gid" when contiguous).
+std::string elementOffsets(const Signature& sig, bool baked, const std::string& i64,
+                           std::vector<std::string>* index);
 // An int64 literal in the dialect's int64 type.
 std::string int64Literal(int64_t v, const std::string& i64);
 

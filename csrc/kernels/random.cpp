@@ -403,7 +403,6 @@ bool randomSupports(const Recipe& recipe, const Call& call, std::string* why_not
 std::string randomBody(const Recipe& r, const Signature& sig, bool baked, const Dialect& dl,
                        bool fp64) {
   const std::string i64 = dl.int64Type();
-  const int nops = static_cast<int>(sig.operands.size());
   const int nsc = static_cast<int>(sig.scalar_dtypes.size());
   const flagosDtype_t out = sig.operands[0].dtype;
   const bool dbl = out == FLAGOS_DTYPE_FLOAT64 || (r.random_op == RandomOp::Dropout &&
@@ -411,19 +410,8 @@ std::string randomBody(const Recipe& r, const Signature& sig, bool baked, const 
   const std::string ct = dbl ? "double" : "float", sx = dbl ? "d" : "f";
   const std::string ft = fp64 ? "double" : "float";  // the float scalars' type
   std::ostringstream s;
-  std::vector<std::string> index(nops, "gid");
-  if (!sig.contiguous) {
-    IndexPlan plan{"gid", "ndim", "size", {}, {}};
-    for (int k = 0; k < nops; ++k) {
-      plan.stride_fields.push_back("st[" + str(k) + "]");
-      plan.offsets.push_back("off" + str(k));
-      index[k] = "off" + str(k);
-      s << "  " << i64 << " off" << k << " = 0;\n";
-    }
-    std::vector<std::vector<int64_t>> strides;
-    for (const Operand& o : sig.operands) strides.push_back(o.strides);
-    s << indexCode(plan, baked, sig.operands[0].shape, strides, i64, "rest");
-  }
+  std::vector<std::string> index;
+  s << elementOffsets(sig, baked, i64, &index);
   // The element's block (Note [Random numbers on the device]).
   s << "  const flagos_philox_t w = flagos_philox_at((FLAGOS_U64)s" << nsc - 2 << ", (FLAGOS_U64)s"
     << nsc - 1 << " + (FLAGOS_U64)gid);\n";
