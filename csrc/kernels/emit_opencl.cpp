@@ -88,8 +88,10 @@ class OpenCLDialect : public Dialect {
     std::string s = fp64 ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" : "";
     return s + "#define FLAGOS_I64 long\n#define FLAGOS_U64 ulong\n#define FLAGOS_FN\n" +
            "#define FLAGOS_U32 uint\n#define flagos_f2u(x) as_uint(x)\n"
-           "#define flagos_u2f(x) as_float(x)\n#define flagos_d2u(x) as_ulong(x)\n"
-           "#define flagos_u2d(x) as_double(x)\n" +
+           "#define flagos_u2f(x) as_float(x)\n" +
+           // Without fp64 no program may name double (the random helpers
+           // use these only with it).
+           (fp64 ? "#define flagos_d2u(x) as_ulong(x)\n#define flagos_u2d(x) as_double(x)\n" : "") +
            kBf16Helpers + commonHelpers(fp64);
   }
   std::string strictFloatPrelude() const override { return "#pragma OPENCL FP_CONTRACT OFF\n"; }
