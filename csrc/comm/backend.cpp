@@ -34,6 +34,20 @@
 // started the task it is busy with. Past it, wait() aborts the route (so
 // the worker and the other ranks stop waiting) and raises.
 //
+// Note [Comm workers at exit]
+// The worker drops a task's tensors when the task is done; a tensor that
+// Python knows of releases its Python object, which takes the GIL. A
+// program that ends without destroy_process_group() (accelerate's, most
+// training scripts) leaves the worker running into interpreter shutdown:
+// once Python finalizes, a thread taking the GIL is made to exit by
+// pthread_exit, whose unwinding through the tensor's noexcept destructor
+// called std::terminate ("terminate called without an active exception",
+// SIGABRT of rank 0 after its work was done; seen 1 run in 40 under load).
+// So every live backend's worker is a piece of background work (Note
+// [Stopping background work], runtime/lifecycle.h): at exit, before Python
+// finalizes, the queued tasks run to their end, the worker returns and is
+// joined, within the exit bound. A collective issued after that raises.
+//
 // Note [Comm error messages]
 // Every failure reaches the user as torch.distributed.DistBackendError:
 //   fccl: all_reduce #3 (flagos:0, 4 x float32, sum) failed on rank 0 of 2
@@ -46,9 +60,11 @@
 #include <c10/util/Exception.h>
 #include <c10/util/thread_name.h>
 
+#include <set>
 #include <sstream>
 
 #include "runtime/backend.h"
+#include "runtime/lifecycle.h"
 #include "runtime/stream.h"
 
 namespace flagos::comm {
@@ -56,6 +72,16 @@ namespace flagos::comm {
 namespace {
 
 constexpr auto kFlagos = c10::DeviceType::PrivateUse1;
+
+struct LiveBackends {
+  std::mutex mu;  // held while a stop runs, so no backend dies under it
+  std::set<FcclBackend*> all;
+};
+
+LiveBackends& liveBackends() {
+  static auto* live = new LiveBackends();  // leaked: used at exit
+  return *live;
+}
 
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -202,9 +228,29 @@ FcclBackend::FcclBackend(GroupInfo group, std::unique_ptr<Route> route)
     progress_->abort = [route = route_.get()] { route->abort(); };
   }
   worker_ = std::thread([this] { workerLoop(); });
+  // Note [Comm workers at exit].
+  static const bool registered =
+      (registerBackgroundStopper("the fccl communication workers", stopLiveWorkers), true);
+  (void)registered;
+  std::lock_guard<std::mutex> lock(liveBackends().mu);
+  liveBackends().all.insert(this);
+}
+
+// Note [Comm workers at exit].
+bool stopLiveWorkers(std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  LiveBackends& live = liveBackends();
+  std::lock_guard<std::mutex> lock(live.mu);
+  bool idle = true;
+  for (FcclBackend* backend : live.all) idle = backend->stopWorkerBy(deadline) && idle;
+  return idle;
 }
 
 FcclBackend::~FcclBackend() {
+  {
+    std::lock_guard<std::mutex> lock(liveBackends().mu);
+    liveBackends().all.erase(this);
+  }
   stopWorker();
   {
     std::lock_guard<std::mutex> lock(progress_->abort_mutex);
@@ -326,7 +372,11 @@ void FcclBackend::workerLoop() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
+      if (queue_.empty()) {
+        worker_done_ = true;
+        done_cv_.notify_all();
+        return;
+      }
       task = std::move(queue_.front().first);
       work = std::move(queue_.front().second);
       queue_.pop_front();
@@ -383,6 +433,17 @@ void FcclBackend::stopWorker() {
       worker_.join();
     }
   }
+}
+
+bool FcclBackend::stopWorkerBy(std::chrono::steady_clock::time_point deadline) {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    stopping_ = true;
+    queue_cv_.notify_all();
+    if (!done_cv_.wait_until(lock, deadline, [&] { return worker_done_; })) return false;
+  }
+  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
+  return true;
 }
 
 void FcclBackend::shutdown() {

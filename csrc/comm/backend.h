@@ -12,6 +12,7 @@
 #include <c10/core/Event.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -148,6 +149,10 @@ class FcclBackend final : public c10d::Backend {
   c10::Stream commStream(c10::DeviceIndex device);
   std::string wrap(const Task& task, const std::string& detail) const;
   void stopWorker();
+  // Note [Comm workers at exit]: stops the worker once the queue is drained;
+  // false when it was still running at @p deadline (it is left running).
+  bool stopWorkerBy(std::chrono::steady_clock::time_point deadline);
+  friend bool stopLiveWorkers(std::chrono::milliseconds bound);
 
   c10::intrusive_ptr<c10d::Work> allreduceTensors(const char* name, c10d::OpType type,
                                                   std::vector<at::Tensor>& tensors,
@@ -169,8 +174,15 @@ class FcclBackend final : public c10d::Backend {
   std::deque<std::pair<std::unique_ptr<Task>, c10::intrusive_ptr<FcclWork>>> queue_;
   std::condition_variable queue_cv_;
   bool stopping_ = false;
+  bool worker_done_ = false;         // workerLoop returned
+  std::condition_variable done_cv_;  // signals worker_done_
   std::thread worker_;
   std::map<c10::DeviceIndex, c10::Stream> streams_;  // worker thread only
 };
+
+// Note [Comm workers at exit] (backend.cpp): stops every live backend's
+// worker within @p bound; the background stopper registered at the first
+// backend's construction.
+bool stopLiveWorkers(std::chrono::milliseconds bound);
 
 }  // namespace flagos::comm
