@@ -5,8 +5,8 @@ opencl: OpenCL C, work-group reductions), with the default backend, against
 the same model run eagerly on flagos and on CPU: forward and backward of a
 LayerNorm + GELU MLP, an RMSNorm + SiLU-gated MLP, a CNN with batch norm, a
 small transformer language model and a tiny LLaMA block; dynamic shapes
-without recompiles; graph breaks; inductor's fallbacks (random numbers,
-accumulating index stores, CPU scalars); kernels reused by a second process
+without recompiles; graph breaks; random numbers (the eager stream, bit for bit);
+inductor's fallbacks (accumulating index stores, CPU scalars); kernels reused by a second process
 from disk; fewer device kernel launches than eager (counted by the profiler).
 """
 
@@ -196,6 +196,47 @@ def test_accumulating_stores_random_numbers_and_cpu_scalars():
     )
     kept = (dropped != 0).float().mean().item()
     assert 0.4 < kept < 0.6 and set(dropped.unique().tolist()) <= {0.0, 2.0}
+
+
+def test_compiled_random_numbers_are_the_eager_stream():
+    """Note [Random numbers on the device] under torch.compile: for the same
+    seed a compiled graph draws the bits eager draws (dropout's mask, rand,
+    randn, randint, bernoulli, half and double draws), in the same order, and
+    leaves the generator where eager leaves it; the dropout gradient takes
+    the same mask. Inductor's own random lowering would draw other numbers
+    (inductor/__init__.py, _draw_random_numbers_as_eager_does)."""
+
+    def draws(x):
+        d = F.dropout(x, 0.3, training=True)
+        u = torch.rand_like(x) + torch.randn(x.shape, device=x.device, dtype=torch.float64)
+        k = torch.randint(0, 7, x.shape, device=x.device) * torch.bernoulli(torch.sigmoid(x))
+        h = torch.rand(x.shape, device=x.device, dtype=torch.float16)
+        return d * 2 + 1, u, k, h
+
+    x = torch.randn(4, 1000, device="flagos")
+    compiled = torch.compile(draws)
+    for seed in (5, 2**40 + 3):
+        torch.manual_seed(seed)
+        eager = [draws(x), draws(x)]
+        after_eager = torch.flagos.get_rng_state()
+        torch.manual_seed(seed)
+        got = [compiled(x), compiled(x)]
+        assert torch.equal(torch.flagos.get_rng_state(), after_eager)
+        for want_call, got_call in zip(eager, got, strict=True):
+            for want, have in zip(want_call, got_call, strict=True):
+                assert want.dtype == have.dtype and torch.equal(want.cpu(), have.cpu())
+
+    def step(w):
+        return (F.dropout(w * 3, 0.25, training=True) ** 2).sum()
+
+    w = torch.randn(64, 33, device="flagos", requires_grad=True)
+    torch.manual_seed(11)
+    step(w).backward()
+    want = w.grad.clone()
+    w.grad = None
+    torch.manual_seed(11)
+    torch.compile(step)(w).backward()
+    assert torch.equal(w.grad.cpu(), want.cpu())
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16])

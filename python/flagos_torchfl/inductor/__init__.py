@@ -93,6 +93,7 @@ def register() -> bool:
         device_custom_pass=FlagosGraphPass(language, group),
     )
     _keep_convolutions_in_their_layout()
+    _draw_random_numbers_as_eager_does()
     _registered, _compiles = True, bool(language)
     return _compiles
 
@@ -124,6 +125,64 @@ def _keep_convolutions_in_their_layout() -> None:
 
     decide_layout_opt._flagos = True
     GraphLowering.decide_layout_opt = staticmethod(decide_layout_opt)
+
+
+def _has_flagos_tensors(gm, example_inputs) -> bool:
+    """Whether a dynamo graph touches the flagos device (its inputs, or a
+    factory call such as ``torch.rand(n, device="flagos")`` inside it)."""
+    import torch
+
+    device = _state.DEVICE_TYPE
+    for value in example_inputs:
+        if isinstance(value, torch.Tensor) and value.device.type == device:
+            return True
+    for node in getattr(getattr(gm, "graph", None), "nodes", ()):
+        value = node.meta.get("example_value", node.meta.get("val"))
+        if isinstance(value, torch.Tensor) and value.device.type == device:
+            return True
+    return False
+
+
+def _draw_random_numbers_as_eager_does() -> None:
+    """Random operators in graphs with flagos tensors stay the eager operators.
+
+    Inductor replaces them (fx_passes/replace_random.py) by its own draws:
+    one random seed per graph from the generator, then a counter-based
+    number per element at (that seed, the element's index) inside the fused
+    kernels. Those are not the numbers eager flagos draws (Note [Random
+    numbers on the device]): a compiled dropout would mask other elements
+    than the eager one for the same seed, and the stream would no longer be
+    the same on every backend. With inductor's config.fallback_random,
+    native_dropout, bernoulli, rand, randn, randint and the distributions
+    stay ATen calls: the eager flagos operators, that is one generated
+    kernel each (dropout's mask and scale in one), drawing at the
+    generator's offset and advancing it as eager does, so compiled and
+    eager runs draw the same bits. What is lost is fusing the draw with its
+    neighbours (a dropout reads and writes its tensor once more).
+
+    config.fallback_random is global and read while AOT autograd
+    decomposes, before any per-device hook: compile_fx (the entry of
+    torch.compile's inductor backend) is wrapped so that it is set for
+    graphs with flagos tensors only.
+    """
+    import functools
+
+    import torch._inductor.compile_fx as compile_fx_module
+    from torch._inductor import config
+
+    compile_fx = compile_fx_module.compile_fx
+    if getattr(compile_fx, "_flagos", False):
+        return
+
+    @functools.wraps(compile_fx)
+    def wrapped(model_, example_inputs_, *args, **kwargs):
+        if not config.fallback_random and _has_flagos_tensors(model_, example_inputs_):
+            with config.patch(fallback_random=True):
+                return compile_fx(model_, example_inputs_, *args, **kwargs)
+        return compile_fx(model_, example_inputs_, *args, **kwargs)
+
+    wrapped._flagos = True
+    compile_fx_module.compile_fx = wrapped
 
 
 class NoCppWrapper:

@@ -3,7 +3,8 @@
 It does three things a backend cannot do from its kernels:
 
 - **falls back** where fused kernels have no equivalent: inductor's random
-  ops (its Philox seeds and draws: the eager flagos operators draw instead),
+  ops (its seeds and draws; they appear only where fallback_random was not
+  set for the graph: inductor/__init__.py, _draw_random_numbers_as_eager_does),
   accumulating stores (scatter_add, index_put with accumulate, index_add,
   embedding's backward) of dtypes without an atomic add (16- and 8-bit) and
   special functions (Bessel, orthogonal polynomials, zeta, igamma, frexp):
