@@ -285,9 +285,11 @@ def write_table(ops, path, torch_version):
         sc = f"kSc_{k}" if op["scalars"] else "nullptr"
         host = c_str(op["host"]) if op.get("host") else "nullptr"
         expr = c_str(op["expr"]) if op.get("expr") else "nullptr"
+        integral = "true" if "int64" in op["dtypes"] else "false"
         lines.append(
             f"  {{{c_str(op['id'])}, {FAMILY_ENUM[op['family']]}, kIn_{k}, {len(op['inputs'])}, "
-            f"{sc}, {len(op['scalars'])}, {len(op['outputs'])}, {mask}u, {mut}u, {host}, {expr}}},")
+            f"{sc}, {len(op['scalars'])}, {len(op['outputs'])}, {mask}u, {mut}u, {host}, {expr}, "
+            f"{integral}}},")
     lines.append("};")
     lines.append(f"const int kNumOps = {len(ops)};")
     lines.append("")

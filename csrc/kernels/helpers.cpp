@@ -31,8 +31,12 @@ std::string commonHelpers(bool fp64) {
       "FLAGOS_FN FLAGOS_I64 flagos_imax(FLAGOS_I64 a, FLAGOS_I64 b) { return a > b ? a : b; }\n"
       "FLAGOS_FN FLAGOS_I64 flagos_imin(FLAGOS_I64 a, FLAGOS_I64 b) { return a < b ? a : b; }\n"
       "FLAGOS_FN FLAGOS_I64 flagos_iabs(FLAGOS_I64 a) { return a < 0 ? -a : a; }\n"
+      // Integer fmod/remainder by zero: CUDA's result (CPU raises, which
+      // would need a device read): all ones for every type narrower than 64
+      // bits, and 0xffffffff or -1 by the dividend's sign for int64.
       "FLAGOS_FN FLAGOS_I64 flagos_imod(FLAGOS_I64 a, FLAGOS_I64 b) {\n"
-      "  return (b == 0 || b == -1) ? 0 : a % b; }\n"
+      "  if (b == 0) return a >= 0 ? (FLAGOS_I64)0xffffffff : (FLAGOS_I64)-1;\n"
+      "  return b == -1 ? 0 : a % b; }\n"
       "FLAGOS_FN FLAGOS_I64 flagos_ipow(FLAGOS_I64 b, FLAGOS_I64 e) {\n"
       "  if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;\n"
       "  FLAGOS_U64 r = 1, x = (FLAGOS_U64)b;  /* unsigned: wraps like torch */\n"

@@ -259,3 +259,154 @@ def test_advanced_indexing_shape_errors_are_cpus(call, error, words):
     for device in ("cpu", DEV):
         with pytest.raises(error, match=words):
             call(torch.randn(3, 4, device=device), device)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64], ids=str
+)
+@pytest.mark.parametrize(
+    "op, scalar",
+    [(op, s) for op in ("lt", "le", "gt", "ge", "eq", "ne") for s in (0.5, -0.5, 1.0)]
+    + [("eq", 1 + 0j), ("ne", 1 + 0j)],
+    ids=str,
+)
+def test_comparisons_with_a_wider_scalar_compare_in_the_result_type(dtype, op, scalar):
+    """Note [Comparisons with a wider scalar]: int8 < 0.5 compared 0 < 0 in
+    int8 (False; CPU: True) -- test_type_promotion's test_lt_with_type_promotion."""
+    x = torch.tensor([0, 1, 1, 0], dtype=dtype)
+    same(getattr(torch, op)(x.to(DEV), scalar), getattr(torch, op)(x, scalar))
+
+
+def test_integer_out_into_a_float_computes_in_the_integer_type():
+    """Note [Pointwise out= in the common dtype]: uint8 5 - 8 wraps to 253
+    before the float64 out= sees it (test_computation_ignores_out)."""
+
+    def make(d):
+        a = torch.tensor([5, 200], dtype=torch.uint8, device=d)
+        b = torch.tensor([8, 100], dtype=torch.uint8, device=d)
+        out = torch.empty(0, dtype=torch.float64, device=d)
+        return torch.cat([torch.sub(a, b, out=out.clone()), torch.add(a, b, out=out.clone())])
+
+    same(make(DEV), make("cpu"))
+
+
+@pytest.mark.parametrize("fn", [torch.fmod, torch.remainder], ids=["fmod", "remainder"])
+@pytest.mark.parametrize(
+    "dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64], ids=str
+)
+def test_integer_modulo_by_zero_is_cudas_pattern(fn, dtype):
+    """CPU raises ZeroDivisionError (a device read per call); flagos gives
+    CUDA's result, which PyTorch's suites expect of an accelerator
+    (test_fmod_remainder_by_zero_integral): all ones in types narrower than
+    64 bits, and in int64 0xffffffff for a dividend >= 0, -1 below."""
+    low = 0 if dtype == torch.uint8 else -9
+    x = torch.arange(low, 10, dtype=dtype)
+    got = fn(x.to(DEV), torch.zeros_like(x).to(DEV)).cpu()
+    if dtype == torch.int64:
+        expected = torch.where(x >= 0, 0xFFFFFFFF, -1)
+    else:
+        expected = torch.full_like(x, 255 if dtype == torch.uint8 else -1)
+    assert torch.equal(got, expected)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(x, torch.zeros_like(x))  # the CPU's rule, for the record
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda d: torch.tensor([True], device=d) - True, "with two bool tensors"),
+        (lambda d: torch.sub(torch.tensor([True], device=d), 1), "with a bool tensor"),
+        (
+            lambda d: torch.rsub(torch.tensor([True], device=d), torch.tensor([1], device=d)),
+            "with a bool tensor",
+        ),
+        (
+            lambda d: torch.add(
+                torch.ones(2, dtype=torch.bool, device=d),
+                torch.ones(2, dtype=torch.bool, device=d),
+                alpha=1.1,
+            ),
+            "alpha must not be a floating point number",
+        ),
+        (
+            lambda d: torch.add(torch.ones(2, dtype=torch.int32, device=d), 3, alpha=0.5),
+            "alpha must not be a floating point number",
+        ),
+        (
+            lambda d: torch.sub(torch.ones(2, device=d), torch.ones(2, device=d), alpha=1j),
+            "alpha must not be a complex number",
+        ),
+        (
+            lambda d: torch.add(torch.ones(2, device=d), torch.ones(2, device=d), alpha=True),
+            "Boolean alpha only supported for Boolean results",
+        ),
+        (
+            lambda d: torch.neg(
+                torch.ones(2, device=d), out=torch.empty(2, dtype=torch.float64, device=d)
+            ),
+            "Found dtype Double but expected Float",
+        ),
+        (
+            lambda d: torch.round(
+                torch.ones(2, device=d), out=torch.empty(2, dtype=torch.float64, device=d)
+            ),
+            "Found dtype Double but expected Float",
+        ),
+        (
+            lambda d: torch.bitwise_not(
+                torch.ones(2, dtype=torch.int32, device=d),
+                out=torch.empty(2, dtype=torch.int64, device=d),
+            ),
+            "Found dtype Long but expected Int",
+        ),
+        (
+            lambda d: (lambda x: torch.cat([x[:3], x[3:]], out=x))(torch.rand(6, device=d)),
+            "unsupported operation",
+        ),
+        (
+            lambda d: (lambda y: torch.cat([torch.rand(3, device=d), y[:3]], out=y))(
+                torch.empty(6, device=d)
+            ),
+            "unsupported operation",
+        ),
+    ],
+    ids=[
+        "sub_bool_scalar",
+        "sub_bool_int",
+        "rsub_bool",
+        "bool_alpha_float",
+        "int_alpha_float",
+        "float_alpha_complex",
+        "float_alpha_bool",
+        "neg_out_dtype",
+        "round_out_dtype",
+        "bitwise_not_out_dtype",
+        "cat_into_its_input",
+        "cat_overlapping_output",
+    ],
+)
+def test_cpu_refuses_and_so_do_we(call, words):
+    """Note [Argument checks the meta kernels skip] and Note [Overlapping
+    writes]: each call raised on CPU and returned a value on flagos
+    (test_binary_ufuncs, test_type_promotion, test_shape_ops)."""
+    for device in ("cpu", DEV):
+        with pytest.raises(RuntimeError, match=words):
+            call(device)
+
+
+def test_index_put_values_on_another_device_raise():
+    """index_put_ skips the common-device check (its indices may be CPU
+    tensors); CPU values were copied in silently (test_indexing's
+    test_invalid_device). A 0-dim CPU value stays allowed, as on CUDA."""
+    b = torch.zeros(5, device=DEV)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.index_put_(b, (torch.tensor([0, 1]),), torch.tensor([1.0, 2.0]))
+    b[torch.tensor([0, 1])] = torch.tensor(3.0)
+    same(b, torch.tensor([3.0, 3.0, 0.0, 0.0, 0.0]))
+
+
+def test_indexing_an_empty_dim_is_cpus_index_error():
+    """CPU's words for an index into a size-0 dim (test_empty_ndim_index)."""
+    for device in ("cpu", DEV):
+        with pytest.raises(IndexError, match="for dimension with size 0"):
+            torch.empty(2, 0, device=device)[:, [0]]

@@ -79,6 +79,8 @@ std::optional<Plan> planFor(const at::Tensor& self, const c10::IValue& list) {
 // CPU's IndexError for the first out-of-range index, if any (one read).
 void checkBounds(const at::Tensor& idx, int64_t size, int64_t dim) {
   if (idx.numel() == 0) return;
+  // CPU checks an empty dim before reading any index, in its own words.
+  TORCH_CHECK_INDEX(size != 0, "index is out of bounds for dimension with size 0");
   const at::Tensor bad = at::logical_or(idx >= size, idx < -size);
   if (!bad.any().item<bool>()) return;
   const int64_t value = idx.masked_select(bad).flatten()[0].item<int64_t>();

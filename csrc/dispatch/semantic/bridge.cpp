@@ -142,7 +142,7 @@ void SemanticKernel::checkCall(const c10::OperatorHandle& op, const c10::IValue*
   if (schema_.check_devices)          // Note [Tensors on one device]
     checkSameDevice(op, c10::ArrayRef<c10::IValue>(args, static_cast<size_t>(schema_.num_args)));
   if (schema_.kind != OutKind::Functional) {  // Note [Overlapping writes]: CPU's error, any tier
-    checkWrittenOverlap(spec_.family,
+    checkWrittenOverlap(spec_,
                         c10::ArrayRef<c10::IValue>(args, static_cast<size_t>(schema_.num_args)),
                         schema_.outputs, schema_.inputs);
   }

@@ -58,6 +58,7 @@ struct OpSpec {
   uint32_t mutates_mask;  // bit i: inputs[i] is written although not (a!)
   const char* host_op;    // host tier runs aten::<host_op> instead (or nullptr)
   const char* expr;       // the generator's expression (or nullptr)
+  bool integral;          // defined for integer dtypes: integer inputs compute as integers
 };
 
 struct OverloadSpec {

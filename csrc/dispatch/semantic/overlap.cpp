@@ -4,11 +4,31 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 
+#include <cstring>
+
 namespace flagos::semantic {
 
-void checkWrittenOverlap(Family family, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<int> outputs,
-                         c10::ArrayRef<int> inputs) {
-  if (family != Family::Pointwise) return;
+namespace {
+
+// cat.out (CPU's cat_out checks).
+void checkCatOverlap(c10::ArrayRef<c10::IValue> args, c10::ArrayRef<int> outputs,
+                     c10::ArrayRef<int> inputs) {
+  if (outputs.empty() || inputs.empty() || !args[outputs[0]].isTensor() ||
+      !args[inputs[0]].isTensorList())
+    return;
+  const at::Tensor& out = args[outputs[0]].toTensor();
+  if (!out.defined()) return;
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor& t : args[inputs[0]].toTensorList().vec())
+    if (t.defined()) at::assert_no_overlap(out, t);
+}
+
+}  // namespace
+
+void checkWrittenOverlap(const OpSpec& spec, c10::ArrayRef<c10::IValue> args,
+                         c10::ArrayRef<int> outputs, c10::ArrayRef<int> inputs) {
+  if (std::strcmp(spec.id, "cat") == 0) return checkCatOverlap(args, outputs, inputs);
+  if (spec.family != Family::Pointwise) return;
   for (int o : outputs) {
     if (!args[o].isTensor()) continue;
     const at::Tensor& out = args[o].toTensor();

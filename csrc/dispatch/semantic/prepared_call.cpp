@@ -199,6 +199,31 @@ at::ScalarType promoteInputs(const OpSpec& spec, Operands& o) {
   return common;
 }
 
+// Note [Comparisons with a wider scalar]
+// A comparison against a Python scalar (lt.Scalar, eq.Scalar, ...) writes
+// bool, so its kernel's compute type comes from the tensor alone: int8 <
+// 0.5 compared 0 < 0 (the scalar truncated to the integer type) and gave
+// False where CPU gives True (test_type_promotion's
+// test_lt_with_type_promotion). TensorIterator computes in the result
+// type of the tensor and the wrapped scalar: an integral or bool tensor
+// against a floating (complex) scalar compares in the default floating
+// (complex) dtype. So in that case the tensor is cast first; every other
+// case is unchanged (the scalar's category is not higher).
+void promoteAgainstScalar(const OpSpec& spec, const OverloadSchema& schema, const c10::IValue* args,
+                          Operands& o) {
+  if (o.inputs.size() != 1 || o.outputs.size() != 1 || spec.num_scalars != 1 ||
+      !o.outputs[0]->defined() || o.outputs[0]->scalar_type() != at::kBool)
+    return;
+  const at::Tensor& self = *o.inputs[0];
+  const int arg = schema.scalars[0].arg;
+  if (!self.defined() || arg < 0 || !args[arg].isScalar() || self.is_complex()) return;
+  const at::Scalar other = args[arg].toScalar();
+  const bool wider = (other.isFloatingPoint() || other.isComplex()) &&
+                     at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
+  if (!wider && !(other.isComplex() && at::isFloatingType(self.scalar_type()))) return;
+  o.inputs[0] = TensorRef::owned(self.to(at::result_type(self, other)));
+}
+
 // Note [Pointwise out= in the common dtype]
 // TensorIterator computes in the common dtype of the inputs and casts the
 // result to an out= (or in-place) tensor of another type; kernels compute
@@ -208,17 +233,21 @@ at::ScalarType promoteInputs(const OpSpec& spec, Operands& o) {
 // written tensor's dtype differs from the common one, the kernel writes a
 // temporary of the common dtype, which is then copied (cast) into it on
 // the device. Not for bool outputs (comparisons compute in the common
-// dtype already) nor for integer inputs into a floating output (sin of an
-// int64 computes in float: the common dtype is not the computation's).
+// dtype already) nor for integer inputs into a floating output of an
+// operator defined for floating types only (sin of an int64 computes in
+// float: the common dtype is not the computation's). An operator defined
+// for integers computes in them: uint8 5 - 8 into a float64 out is 253.
 // Returns the temporary's destination (undefined: none).
-at::Tensor computeInCommonDtype(const OverloadSchema& schema, at::ScalarType common, Operands& o) {
+at::Tensor computeInCommonDtype(const OpSpec& spec, const OverloadSchema& schema,
+                                at::ScalarType common, Operands& o) {
   if (schema.kind == OutKind::Functional || o.outputs.size() != 1 ||
       common == at::ScalarType::Undefined)
     return at::Tensor();
   const at::Tensor& out = *o.outputs[0];
   const at::ScalarType type = out.scalar_type();
   if (!out.defined() || type == common || type == at::kBool ||
-      (at::isIntegralType(common, /*includeBool=*/true) && at::isFloatingType(type)))
+      (at::isIntegralType(common, /*includeBool=*/true) && at::isFloatingType(type) &&
+       !spec.integral))
     return at::Tensor();
   at::Tensor destination = out;
   o.outputs[0] = TensorRef::owned(at::empty_like(out, out.options().dtype(common)));
@@ -331,7 +360,8 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
 
   const bool pointwise = spec_.family == Family::Pointwise;
   if (pointwise && spec_.promote_mask)
-    cast_into = computeInCommonDtype(schema_, promoteInputs(spec_, o), o);
+    cast_into = computeInCommonDtype(spec_, schema_, promoteInputs(spec_, o), o);
+  if (pointwise) promoteAgainstScalar(spec_, schema_, args, o);
   AbiArgs abi;
   // Random operators' inputs (bernoulli's p) broadcast to the output, too.
   const bool elementwise = pointwise || spec_.family == Family::Random;

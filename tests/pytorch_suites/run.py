@@ -1,0 +1,150 @@
+"""PyTorch's own device-generic test suites on flagos (issue 36).
+
+PyTorch ships its operator semantics as tests instantiated per device type
+(torch/testing/_internal/common_device_type.py); a PrivateUse1 device gets
+them through PrivateUse1TestBase. The test files are not in the wheels, and
+CI cannot reach PyTorch's repository, so this is a command a person runs
+over a checkout of PyTorch's test/ folder at the installed torch's commit
+(`python -c "import torch; print(torch.version.git_version)"`):
+
+    python3 tests/pytorch_suites/run.py --src PYTORCH/test [--backend host] [--suites a,b]
+
+Each suite runs twice, on CPU (PYTORCH_TESTING_DEVICE_ONLY_FOR=cpu) and on
+flagos, each with its JUnit report. A failure is *ours* when the same test
+(device name taken out) does not fail on CPU: that separates version skew
+of the files from our bugs. Ours that match exclusions.txt (fnmatch
+patterns, each with its reason) are reported as excluded; any other makes
+the exit status 1. The table goes to stdout (docs/testing.md keeps it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+SUITES = [
+    "test_view_ops",
+    "test_indexing",
+    "test_type_promotion",
+    "test_shape_ops",
+    "test_tensor_creation_ops",
+    "test_reductions",
+    "test_binary_ufuncs",
+    "test_unary_ufuncs",
+]
+HERE = Path(__file__).resolve().parent
+
+
+def exclusions() -> list[tuple[str, str]]:
+    """(pattern, reason) per line of exclusions.txt: `pattern  # reason`."""
+    out = []
+    for line in (HERE / "exclusions.txt").read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        pattern, _, reason = line.partition("#")
+        if not reason.strip():
+            raise SystemExit(f"exclusions.txt: '{pattern.strip()}' has no reason")
+        out.append((pattern.strip(), reason.strip()))
+    return out
+
+
+def generic(name: str) -> str:
+    """A test's name with its device taken out (CPU and PRIVATEUSE1 classes alike)."""
+    name = re.sub(r"(PRIVATEUSE1|CPU)(?=::|$)", "", name)
+    return re.sub(r"_(flagos|cpu)(?=_|$)", "", name)
+
+
+def run_suite(src: Path, suite: str, device: str, backend: str, timeout: int) -> dict[str, str]:
+    """{generic test name: passed|failed|skipped} of one suite on one device."""
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device, PYTHONPATH=path)
+    if device == "flagos":
+        env["FLAGOS_BACKEND"] = backend
+    else:
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "junit.xml"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "compat",
+                f"--junitxml={report}",
+                str(src / f"{suite}.py"),
+            ],
+            env=env,
+            cwd=tmp,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+        )
+        if not report.exists():
+            raise SystemExit(f"{suite} on {device}: no report (the run crashed)")
+        results = {}
+        for case in ET.parse(report).iter("testcase"):
+            name = generic(f"{case.get('classname')}::{case.get('name')}")
+            kind = "passed"
+            for child in case:
+                if child.tag in ("failure", "error"):
+                    kind = "failed"
+                elif child.tag == "skipped" and kind != "failed":
+                    kind = "skipped"
+            results[name] = kind
+        return results
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--src", type=Path, required=True, help="PyTorch's test/ folder")
+    ap.add_argument("--backend", default="host")
+    ap.add_argument("--suites", default=",".join(SUITES))
+    ap.add_argument("--timeout", type=int, default=3600, help="seconds per suite and device")
+    args = ap.parse_args()
+    rules = exclusions()
+    print(
+        "| suite | tests on flagos | passed | skipped | failures also on CPU | ours excluded | ours |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    ours_all = []
+    used: set[str] = set()
+    for suite in args.suites.split(","):
+        cpu = run_suite(args.src, suite, "cpu", args.backend, args.timeout)
+        dev = run_suite(args.src, suite, "flagos", args.backend, args.timeout)
+        failed = [n for n, k in dev.items() if k == "failed"]
+        skew = [n for n in failed if cpu.get(n) == "failed"]
+        ours = [n for n in failed if cpu.get(n) != "failed"]
+        excluded = [n for n in ours if any(fnmatch.fnmatch(n, p) for p, _ in rules)]
+        used.update(p for p, _ in rules for n in excluded if fnmatch.fnmatch(n, p))
+        left = [n for n in ours if n not in excluded]
+        ours_all += left
+        counts = {k: sum(1 for v in dev.values() if v == k) for k in ("passed", "skipped")}
+        print(
+            f"| {suite} | {len(dev)} | {counts['passed']} | {counts['skipped']} | {len(skew)} "
+            f"| {len(excluded)} | {len(left)} |",
+            flush=True,
+        )
+    for name in ours_all:
+        print("ours:", name)
+    # The list only shrinks: an entry no failure of this run matched is
+    # reported, so that it is taken out once its cause is fixed.
+    for pattern, _ in rules:
+        if pattern not in used:
+            print("exclusion matched nothing this run:", pattern)
+    return 1 if ours_all else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
