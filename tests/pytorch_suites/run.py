@@ -57,7 +57,7 @@ def exclusions() -> list[tuple[str, str]]:
 
 def generic(name: str) -> str:
     """A test's name with its device taken out (CPU and PRIVATEUSE1 classes alike)."""
-    name = re.sub(r"(PRIVATEUSE1|CPU)(?=::|$)", "", name)
+    name = re.sub(r"(PRIVATEUSE1|FLAGOS|CPU)(?=::|$)", "", name)
     return re.sub(r"_(flagos|cpu)(?=_|$)", "", name)
 
 
