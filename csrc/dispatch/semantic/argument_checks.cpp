@@ -29,6 +29,7 @@
 #include "dispatch/semantic/argument_checks.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/op_registration/adaption.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
@@ -111,10 +112,8 @@ void indexPutValues(const OverloadSchema&, const c10::IValue* args) {
   if (!values.defined() || values.device() == self.device() ||
       (values.dim() == 0 && values.is_cpu()))
     return;
-  TORCH_CHECK(false,
-              "Expected all tensors to be on the same device, but found at least two "
-              "devices, ",
-              self.device(), " and ", values.device(), "! (index_put_'s values)");
+  // The error every common-device check raises (device_check.cpp's too).
+  c10::impl::common_device_check_failure(self.device(), values, "index_put_", "values");
 }
 
 template <bool kAll>
