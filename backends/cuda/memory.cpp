@@ -135,11 +135,8 @@ struct MemoryCalls {
                                 uint64_t count, flagosStream_t stream) noexcept {
     return guard("memFill", [&] {
       if (!flagos_kit::validStream("memFill", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-      if (pattern == nullptr ||
-          (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8)) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "cuda memFill: pattern NULL or of %u bytes (1, 2, 4 or 8)", pattern_size);
-      }
+      if (!flagos_kit::validFillPattern(pattern, pattern_size))
+        return FLAGOS_ERROR_INVALID_ARGUMENT;
       if (count == 0) return FLAGOS_SUCCESS;
       if (count > UINT64_MAX / pattern_size ||
           !isDeviceRange("memFill", dst, count * pattern_size, stream->device)) {

@@ -17,10 +17,7 @@
 namespace flagos_host::coll {
 
 const char* opName(int32_t kind) {
-  static const char* const kNames[] = {
-      "(unknown operation)", "allReduce",     "broadcast", "reduce",
-      "allGather",           "reduceScatter", "allToAll",  "send/recv"};
-  return kind >= kAllReduce && kind <= kSendRecv ? kNames[kind] : kNames[0];
+  return flagos_kit::collectiveName(static_cast<CollectiveKind>(kind));
 }
 
 const char* dtypeName(flagosDtype_t dtype) {

@@ -10,6 +10,7 @@
 //   collectives_reduce.cpp  the element-wise reductions, per dtype and operator
 //
 // Note [Operation order]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // Like NCCL, every rank must call the collectives of a communicator in the
 // same order. Each call takes the next sequence number of its communicator
 // (under the communicator's mutex, while it enqueues, so a stream never
@@ -30,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "flagos_kit/collective_kind.h"
 #include "host.h"
 #include "shm_segment.h"
 
@@ -38,15 +40,13 @@ namespace flagos_host::coll {
 constexpr uint32_t kCommMagic = 0x434f4d4du;  // "COMM"
 constexpr int64_t kDefaultTimeoutMs = 300000;
 
-enum OpKind : int32_t {
-  kAllReduce = 1,
-  kBroadcast,
-  kReduce,
-  kAllGather,
-  kReduceScatter,
-  kAllToAll,
-  kSendRecv,  // a batch of sends and receives (one call, or one group)
-};
+// The kinds host-shm runs (flagos_kit/collective_kind.h: the core's comm
+// plane names the same), as the int32 the shared segment and the abort word
+// carry.
+using flagos_kit::CollectiveKind;
+constexpr int32_t kindCode(CollectiveKind kind) {
+  return static_cast<int32_t>(kind);
+}
 const char* opName(int32_t kind);
 const char* dtypeName(flagosDtype_t dtype);
 const char* redOpName(flagosRedOp_t op);

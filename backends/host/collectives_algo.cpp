@@ -2,6 +2,7 @@
 // communicator's turn (Note [Operation order], collectives.h).
 //
 // Note [Collective protocol]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Each rank owns two staging buffers of Layout::chunk_bytes in the segment
 // and a phase counter. "arrive" bumps this rank's counter; "wait for phase
 // p" waits until every rank's counter reached p. All ranks run the same
@@ -137,7 +138,7 @@ void reduceAll(Run& run) {
   const int32_t N = run.c_.nranks, me = run.c_.rank;
   const uint64_t size = FLAGOS_DTYPE_SIZE(a.dtype);
   const uint64_t per_step = run.seg_.layout().chunk_bytes / size;
-  const bool copy_out = a.kind == kAllReduce || me == a.root;
+  const bool copy_out = a.kind == kindCode(CollectiveKind::kAllReduce) || me == a.root;
   std::vector<const char*> srcs(N);
   for (uint64_t off = 0, s = 0; off < a.count; off += per_step, ++s) {
     const int b = static_cast<int>(s & 1);
@@ -223,7 +224,7 @@ void scatterAll(Run& run) {
     run.arrive();
     run.wait(run.c_.phase);
     for (int32_t r = 0; r < N; ++r) srcs[r] = run.seg_.collBuffer(r, b) + me * piece * size;
-    if (a.kind == kReduceScatter) {
+    if (a.kind == kindCode(CollectiveKind::kReduceScatter)) {
       reduceInto(a.recv + off * size, srcs.data(), N, n, a.dtype, a.op);
     } else {
       for (int32_t r = 0; r < N; ++r) {
@@ -240,18 +241,18 @@ void runCollective(flagosComm_st& comm, uint64_t seq, const CollArgs& args) {
   Run run(comm, seq, args);
   run.header();
   switch (args.kind) {
-    case kAllReduce:
-    case kReduce:
+    case kindCode(CollectiveKind::kAllReduce):
+    case kindCode(CollectiveKind::kReduce):
       reduceAll(run);
       break;
-    case kBroadcast:
+    case kindCode(CollectiveKind::kBroadcast):
       broadcastAll(run);
       break;
-    case kAllGather:
+    case kindCode(CollectiveKind::kAllGather):
       allGatherAll(run);
       break;
-    case kReduceScatter:
-    case kAllToAll:
+    case kindCode(CollectiveKind::kReduceScatter):
+    case kindCode(CollectiveKind::kAllToAll):
       scatterAll(run);
       break;
     default:

@@ -87,9 +87,9 @@ struct Group {
 thread_local Group t_group;
 
 flagosStatus_t submitSendRecv(flagosComm_t comm, flagosStream_t stream, std::vector<P2POp> ops) {
-  return submit(comm, stream, kSendRecv, [ops = std::move(ops)](flagosComm_st& c, uint64_t seq) {
-    runSendRecv(c, seq, ops);
-  });
+  return submit(
+      comm, stream, kindCode(CollectiveKind::kSendRecv),
+      [ops = std::move(ops)](flagosComm_st& c, uint64_t seq) { runSendRecv(c, seq, ops); });
 }
 
 flagosStatus_t queueP2P(const char* call, const P2POp& op, flagosComm_t comm,
@@ -119,9 +119,10 @@ flagosStatus_t allReduce(const void* sendbuf, void* recvbuf, uint64_t count, fla
     if (s == FLAGOS_SUCCESS) s = checkBuffer("allReduce", "sendbuf", sendbuf, count * size);
     if (s == FLAGOS_SUCCESS) s = checkBuffer("allReduce", "recvbuf", recvbuf, count * size);
     if (s != FLAGOS_SUCCESS) return s;
-    return submitCollective(comm, stream,
-                            {kAllReduce, static_cast<const char*>(sendbuf),
-                             static_cast<char*>(recvbuf), count, dtype, op, -1});
+    return submitCollective(
+        comm, stream,
+        {kindCode(CollectiveKind::kAllReduce), static_cast<const char*>(sendbuf),
+         static_cast<char*>(recvbuf), count, dtype, op, -1});
   });
 }
 
@@ -136,9 +137,10 @@ flagosStatus_t broadcast(const void* sendbuf, void* recvbuf, uint64_t count, fla
     }
     if (s == FLAGOS_SUCCESS) s = checkBuffer("broadcast", "recvbuf", recvbuf, count * size);
     if (s != FLAGOS_SUCCESS) return s;
-    return submitCollective(comm, stream,
-                            {kBroadcast, static_cast<const char*>(sendbuf),
-                             static_cast<char*>(recvbuf), count, dtype, -1, root});
+    return submitCollective(
+        comm, stream,
+        {kindCode(CollectiveKind::kBroadcast), static_cast<const char*>(sendbuf),
+         static_cast<char*>(recvbuf), count, dtype, -1, root});
   });
 }
 
@@ -156,7 +158,7 @@ flagosStatus_t reduce(const void* sendbuf, void* recvbuf, uint64_t count, flagos
     }
     if (s != FLAGOS_SUCCESS) return s;
     return submitCollective(comm, stream,
-                            {kReduce, static_cast<const char*>(sendbuf),
+                            {kindCode(CollectiveKind::kReduce), static_cast<const char*>(sendbuf),
                              static_cast<char*>(recvbuf), count, dtype, op, root});
   });
 }
@@ -171,9 +173,10 @@ flagosStatus_t allGather(const void* sendbuf, void* recvbuf, uint64_t sendcount,
       s = checkBuffer("allGather", "recvbuf", recvbuf, comm->nranks * sendcount * size);
     }
     if (s != FLAGOS_SUCCESS) return s;
-    return submitCollective(comm, stream,
-                            {kAllGather, static_cast<const char*>(sendbuf),
-                             static_cast<char*>(recvbuf), sendcount, dtype, -1, -1});
+    return submitCollective(
+        comm, stream,
+        {kindCode(CollectiveKind::kAllGather), static_cast<const char*>(sendbuf),
+         static_cast<char*>(recvbuf), sendcount, dtype, -1, -1});
   });
 }
 
@@ -189,9 +192,10 @@ flagosStatus_t reduceScatter(const void* sendbuf, void* recvbuf, uint64_t recvco
     }
     if (s == FLAGOS_SUCCESS) s = checkBuffer("reduceScatter", "recvbuf", recvbuf, recvcount * size);
     if (s != FLAGOS_SUCCESS) return s;
-    return submitCollective(comm, stream,
-                            {kReduceScatter, static_cast<const char*>(sendbuf),
-                             static_cast<char*>(recvbuf), recvcount, dtype, op, -1});
+    return submitCollective(
+        comm, stream,
+        {kindCode(CollectiveKind::kReduceScatter), static_cast<const char*>(sendbuf),
+         static_cast<char*>(recvbuf), recvcount, dtype, op, -1});
   });
 }
 
@@ -208,7 +212,7 @@ flagosStatus_t allToAll(const void* sendbuf, void* recvbuf, uint64_t count, flag
     }
     if (s != FLAGOS_SUCCESS) return s;
     return submitCollective(comm, stream,
-                            {kAllToAll, static_cast<const char*>(sendbuf),
+                            {kindCode(CollectiveKind::kAllToAll), static_cast<const char*>(sendbuf),
                              static_cast<char*>(recvbuf), count, dtype, -1, -1});
   });
 }
@@ -237,6 +241,7 @@ flagosStatus_t groupStart() noexcept {
 }
 
 // Note [Groups]
+// ~~~~~~~~~~~~~
 // groupStart/groupEnd nest per thread. Sends and receives in a group are
 // held back; the outermost groupEnd submits them as one batch per
 // (communicator, stream), in call order, and each batch makes progress on

@@ -3,6 +3,7 @@
 // sends and receives (one call, or one group: Note [Groups], collectives.cpp).
 //
 // Note [Mailboxes]
+// ~~~~~~~~~~~~~~~~
 // The ring from rank s to rank d has a head (bytes ever written, stored only
 // by s) and a tail (bytes ever consumed, stored only by d): single producer,
 // single consumer, no locks. A message is a 16-byte header (count, dtype)
@@ -196,7 +197,7 @@ void Batch::timedOut() const {
   for (int32_t r = 0; r < c_.nranks; ++r) {
     if (waiting[r]) peers += (n++ ? ", " : "") + std::to_string(r);
   }
-  c_.abort(kAbortTimeout, kSendRecv);
+  c_.abort(kAbortTimeout, kindCode(CollectiveKind::kSendRecv));
   char text[160];
   std::snprintf(text, sizeof(text),
                 "host-shm: send/recv on rank %d timed out after %lld ms: %s %s of %d did not "

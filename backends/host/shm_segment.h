@@ -28,7 +28,7 @@ bool segmentName(const flagosUniqueId& id, std::string* name);
 struct OpDesc {
   uint64_t seq = 0;    // the communicator's operation number
   uint64_t count = 0;  // the count argument of the call
-  int32_t kind = 0;    // OpKind (collectives.h)
+  int32_t kind = 0;    // a CollectiveKind (collectives.h)
   int32_t dtype = 0;
   int32_t op = -1;  // reduction, or -1
   int32_t root = -1;

@@ -3,6 +3,7 @@
 // and README.md.
 //
 // Note [Work completion]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // The worker runs a task with the device's communication stream current
 // (a high-priority pool stream): the route enqueues (vendor) or performs
 // (host) the transfers there, the task's finish steps follow on the same
@@ -26,15 +27,17 @@
 // the caller only records an event and queues the task.
 //
 // Note [Deadlines]
+// ~~~~~~~~~~~~~~~~
 // Routes time out by themselves: the vendor library gets the group timeout
 // at commInitRank (and names the ranks that did not arrive), gloo gets it at
 // construction. Work::wait keeps a backstop deadline: the op's timeout (or
-// the group's) plus half of it plus 2 s, counted from when the worker
+// the group's) plus half that timeout plus 2 s, counted from when the worker
 // started the task, or, while it is still queued, from when the worker
 // started the task it is busy with. Past it, wait() aborts the route (so
 // the worker and the other ranks stop waiting) and raises.
 //
 // Note [Comm workers at exit]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The worker drops a task's tensors when the task is done; a tensor that
 // Python knows of releases its Python object, which takes the GIL. A
 // program that ends without destroy_process_group() (accelerate's, most
@@ -49,6 +52,7 @@
 // joined, within the exit bound. A collective issued after that raises.
 //
 // Note [Comm error messages]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Every failure reaches the user as torch.distributed.DistBackendError:
 //   fccl: all_reduce #3 (flagos:0, 4 x float32, sum) failed on rank 0 of 2
 //   (group '0', route vendor/host-shm): <what the route or library said>

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <ATen/core/ivalue.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 
 #include <atomic>
@@ -137,6 +138,15 @@ class FcclBackend final : public c10d::Backend {
  private:
   // The task being built by one c10d call.
   std::unique_ptr<Task> newTask(const char* name, c10::DeviceIndex device);
+  // The start every entry point shares (collectives.cpp): `anchor` checked
+  // as a dense flagos tensor, its device current for the call, the task.
+  struct Call {
+    c10::DeviceIndex device;
+    c10::DeviceGuard guard;
+    std::unique_ptr<Task> task;
+    void add(Op op) { task->ops.push_back(std::move(op)); }
+  };
+  Call begin(const char* name, const at::Tensor& anchor, const char* what);
   // Queues `task` (or folds it into the open coalescing block) and returns
   // its Work, whose future holds `outputs`.
   c10::intrusive_ptr<c10d::Work> submit(std::unique_ptr<Task> task, c10d::OpType type,

@@ -37,6 +37,20 @@ void checkDtype(const char* call, const at::Tensor& a, const at::Tensor& b) {
               a.scalar_type(), " and ", b.scalar_type(), ")");
 }
 
+// One tensor of a call's list: dense, on `device`, of `like`'s dtype.
+void checkMember(const char* call, c10::DeviceIndex device, const char* what, const at::Tensor& t,
+                 const at::Tensor& like) {
+  checkTensor(call, what, t);
+  checkSameDevice(call, device, t);
+  checkDtype(call, like, t);
+}
+
+// A rank argument (a root, a peer) of a group of `size` ranks.
+void checkRank(const char* call, const char* what, int64_t rank, int size) {
+  TORCH_CHECK(rank >= 0 && rank < size, "fccl ", call, ": ", what, " ", rank,
+              " is not a rank of 0..", size - 1);
+}
+
 // An input and an output of one operation: both dense flagos tensors on
 // `device`, of one dtype.
 void checkPair(const char* call, c10::DeviceIndex device, const at::Tensor& input,
@@ -118,26 +132,29 @@ void splitInto(Task& task, at::Tensor flat, std::vector<at::Tensor> list) {
 
 }  // namespace
 
+FcclBackend::Call FcclBackend::begin(const char* name, const at::Tensor& anchor, const char* what) {
+  const c10::DeviceIndex device = checkTensor(name, what, anchor);
+  return Call{device, c10::DeviceGuard(anchor.device()), newTask(name, device)};
+}
+
 c10::intrusive_ptr<c10d::Work> FcclBackend::allreduceTensors(const char* name, c10d::OpType type,
                                                              std::vector<at::Tensor>& tensors,
                                                              const c10d::ReduceOp& op,
                                                              std::chrono::milliseconds timeout) {
   TORCH_CHECK(!tensors.empty(), "fccl ", name, ": no tensors");
-  const c10::DeviceIndex device = checkTensor(name, "tensor", tensors[0]);
-  c10::DeviceGuard guard(tensors[0].device());
-  auto task = newTask(name, device);
+  Call c = begin(name, tensors[0], "tensor");
   for (at::Tensor& t : tensors) {
     checkTensor(name, "tensor", t);
-    checkSameDevice(name, device, t);
+    checkSameDevice(name, c.device, t);
     Op o;
     o.kind = Kind::kAllReduce;
-    o.input = flatOut(*task, t, /*read=*/true);
+    o.input = flatOut(*c.task, t, /*read=*/true);
     o.reduce = resolveReduce(op, o.input, /*inplace=*/true);
     o.output = o.input;
     o.count = t.numel();
-    task->ops.push_back(std::move(o));
+    c.add(std::move(o));
   }
-  return submit(std::move(task), type, tensors, timeout);
+  return submit(std::move(c.task), type, tensors, timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FcclBackend::allreduce(std::vector<at::Tensor>& tensors,
@@ -156,38 +173,32 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> FcclBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                       const c10d::BroadcastOptions& opts) {
   at::Tensor& t = single("broadcast", tensors);
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "fccl broadcast: root ", opts.rootRank,
-              " is not a rank of 0..", size_ - 1);
-  const c10::DeviceIndex device = checkTensor("broadcast", "tensor", t);
-  c10::DeviceGuard guard(t.device());
-  auto task = newTask("broadcast", device);
+  checkRank("broadcast", "root", opts.rootRank, size_);
+  Call c = begin("broadcast", t, "tensor");
   Op o;
   o.kind = Kind::kBroadcast;
-  o.output = flatOut(*task, t, /*read=*/rank_ == opts.rootRank);
+  o.output = flatOut(*c.task, t, /*read=*/rank_ == opts.rootRank);
   o.input = o.output;
   o.root = static_cast<int>(opts.rootRank);
   o.count = t.numel();
-  task->ops.push_back(std::move(o));
-  return submit(std::move(task), c10d::OpType::BROADCAST, tensors, opts.timeout);
+  c.add(std::move(o));
+  return submit(std::move(c.task), c10d::OpType::BROADCAST, tensors, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FcclBackend::reduce(std::vector<at::Tensor>& tensors,
                                                    const c10d::ReduceOptions& opts) {
   at::Tensor& t = single("reduce", tensors);
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "fccl reduce: root ", opts.rootRank,
-              " is not a rank of 0..", size_ - 1);
-  const c10::DeviceIndex device = checkTensor("reduce", "tensor", t);
-  c10::DeviceGuard guard(t.device());
-  auto task = newTask("reduce", device);
+  checkRank("reduce", "root", opts.rootRank, size_);
+  Call c = begin("reduce", t, "tensor");
   Op o;
   o.kind = Kind::kReduce;
   o.root = static_cast<int>(opts.rootRank);
   o.input = flatIn(t);
   o.reduce = resolveReduce(opts.reduceOp, o.input, /*inplace=*/false);
-  if (rank_ == o.root) o.output = flatOut(*task, t, /*read=*/false);
+  if (rank_ == o.root) o.output = flatOut(*c.task, t, /*read=*/false);
   o.count = t.numel();
-  task->ops.push_back(std::move(o));
-  return submit(std::move(task), c10d::OpType::REDUCE, tensors, opts.timeout);
+  c.add(std::move(o));
+  return submit(std::move(c.task), c10d::OpType::REDUCE, tensors, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FcclBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -199,39 +210,35 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::allgather(std::vector<std::vector<at
   std::vector<at::Tensor>& list = outputs[0];
   TORCH_CHECK(static_cast<int>(list.size()) == size_, "fccl all_gather: the output list has ",
               list.size(), " tensors, the group ", size_, " ranks");
-  const c10::DeviceIndex device = checkTensor("all_gather", "input", in);
+  Call c = begin("all_gather", in, "input");
   bool even = true;
   for (const at::Tensor& o : list) {
-    checkTensor("all_gather", "output", o);
-    checkSameDevice("all_gather", device, o);
-    checkDtype("all_gather", in, o);
+    checkMember("all_gather", c.device, "output", o, in);
     even = even && o.numel() == in.numel();
   }
   TORCH_CHECK(list[rank_].numel() == in.numel(), "fccl all_gather: output ", rank_, " has ",
               list[rank_].numel(), " elements, this rank's input ", in.numel());
-  c10::DeviceGuard guard(in.device());
-  auto task = newTask("all_gather", device);
   if (even) {
     Op o;
     o.kind = Kind::kAllGather;
     o.input = flatIn(in);
     o.output = at::empty({in.numel() * size_}, in.options());
     o.count = in.numel();
-    splitInto(*task, o.output, list);
-    task->ops.push_back(std::move(o));
+    splitInto(*c.task, o.output, list);
+    c.add(std::move(o));
   } else {
     // Uneven sizes: one broadcast per rank (as NCCL's process group does).
     for (int r = 0; r < size_; ++r) {
       Op o;
       o.kind = Kind::kBroadcast;
       o.root = r;
-      o.output = flatOut(*task, list[r], /*read=*/false);
+      o.output = flatOut(*c.task, list[r], /*read=*/false);
       o.input = r == rank_ ? flatIn(in) : o.output;
       o.count = list[r].numel();
-      task->ops.push_back(std::move(o));
+      c.add(std::move(o));
     }
   }
-  return submit(std::move(task), c10d::OpType::ALLGATHER, list, opts.timeout);
+  return submit(std::move(c.task), c10d::OpType::ALLGATHER, list, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FcclBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -246,21 +253,19 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::allgather_into_tensor_coalesced(
   const char* name = "all_gather_into_tensor";
   TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "fccl ", name, ": ",
               outputs.size(), " outputs for ", inputs.size(), " inputs");
-  const c10::DeviceIndex device = checkTensor(name, "input", inputs[0]);
-  c10::DeviceGuard guard(inputs[0].device());
-  auto task = newTask(name, device);
+  Call c = begin(name, inputs[0], "input");
   for (size_t i = 0; i < inputs.size(); ++i) {
-    checkPair(name, device, inputs[i], outputs[i]);
+    checkPair(name, c.device, inputs[i], outputs[i]);
     TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_, "fccl ", name, ": the output has ",
                 outputs[i].numel(), " elements, expected ", size_, " x ", inputs[i].numel());
     Op o;
     o.kind = Kind::kAllGather;
     o.input = flatIn(inputs[i]);
-    o.output = flatOut(*task, outputs[i], /*read=*/false);
+    o.output = flatOut(*c.task, outputs[i], /*read=*/false);
     o.count = inputs[i].numel();
-    task->ops.push_back(std::move(o));
+    c.add(std::move(o));
   }
-  return submit(std::move(task),
+  return submit(std::move(c.task),
                 inputs.size() == 1 ? c10d::OpType::_ALLGATHER_BASE : c10d::OpType::COALESCED,
                 outputs, opts.timeout);
 }
@@ -270,11 +275,8 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::gather(std::vector<std::vector<at::T
                                                    const c10d::GatherOptions& opts) {
   at::Tensor& in = single("gather", inputs);
   const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < size_, "fccl gather: root ", root, " is not a rank of 0..",
-              size_ - 1);
-  const c10::DeviceIndex device = checkTensor("gather", "input", in);
-  c10::DeviceGuard guard(in.device());
-  auto task = newTask("gather", device);
+  checkRank("gather", "root", root, size_);
+  Call c = begin("gather", in, "input");
   Op o;
   o.kind = Kind::kGather;
   o.root = root;
@@ -285,21 +287,19 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::gather(std::vector<std::vector<at::T
     TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
                 "fccl gather: the root needs one output list of ", size_, " tensors");
     for (const at::Tensor& t : outputs[0]) {
-      checkTensor("gather", "output", t);
-      checkSameDevice("gather", device, t);
-      checkDtype("gather", in, t);
+      checkMember("gather", c.device, "output", t, in);
       TORCH_CHECK(t.numel() == in.numel(), "fccl gather: outputs must match the input's ",
                   in.numel(), " elements, got ", t.numel());
     }
     o.output = at::empty({in.numel() * size_}, in.options());
-    splitInto(*task, o.output, outputs[0]);
+    splitInto(*c.task, o.output, outputs[0]);
     results = outputs[0];
   } else {
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "fccl gather: only the root (rank ", root, ") takes outputs");
   }
-  task->ops.push_back(std::move(o));
-  return submit(std::move(task), c10d::OpType::GATHER, results, opts.timeout);
+  c.add(std::move(o));
+  return submit(std::move(c.task), c10d::OpType::GATHER, results, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FcclBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -307,11 +307,8 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::scatter(std::vector<at::Tensor>& out
                                                     const c10d::ScatterOptions& opts) {
   at::Tensor& out = single("scatter", outputs);
   const int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < size_, "fccl scatter: root ", root, " is not a rank of 0..",
-              size_ - 1);
-  const c10::DeviceIndex device = checkTensor("scatter", "output", out);
-  c10::DeviceGuard guard(out.device());
-  auto task = newTask("scatter", device);
+  checkRank("scatter", "root", root, size_);
+  Call c = begin("scatter", out, "output");
   Op o;
   o.kind = Kind::kScatter;
   o.root = root;
@@ -320,9 +317,7 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::scatter(std::vector<at::Tensor>& out
     TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
                 "fccl scatter: the root needs one input list of ", size_, " tensors");
     for (const at::Tensor& t : inputs[0]) {
-      checkTensor("scatter", "input", t);
-      checkSameDevice("scatter", device, t);
-      checkDtype("scatter", out, t);
+      checkMember("scatter", c.device, "input", t, out);
       TORCH_CHECK(t.numel() == out.numel(), "fccl scatter: inputs must match the output's ",
                   out.numel(), " elements, got ", t.numel());
     }
@@ -331,9 +326,9 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::scatter(std::vector<at::Tensor>& out
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "fccl scatter: only the root (rank ", root, ") takes inputs");
   }
-  o.output = flatOut(*task, out, /*read=*/false);
-  task->ops.push_back(std::move(o));
-  return submit(std::move(task), c10d::OpType::SCATTER, outputs, opts.timeout);
+  o.output = flatOut(*c.task, out, /*read=*/false);
+  c.add(std::move(o));
+  return submit(std::move(c.task), c10d::OpType::SCATTER, outputs, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FcclBackend::reduce_scatter(
@@ -342,28 +337,24 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::reduce_scatter(
   at::Tensor& out = single("reduce_scatter", outputs);
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
               "fccl reduce_scatter: expects one input list of ", size_, " tensors");
-  const c10::DeviceIndex device = checkTensor("reduce_scatter", "output", out);
+  Call c = begin("reduce_scatter", out, "output");
   bool even = true;
   int64_t total = 0;
   for (const at::Tensor& t : inputs[0]) {
-    checkTensor("reduce_scatter", "input", t);
-    checkSameDevice("reduce_scatter", device, t);
-    checkDtype("reduce_scatter", out, t);
+    checkMember("reduce_scatter", c.device, "input", t, out);
     even = even && t.numel() == out.numel();
     total += t.numel();
   }
   TORCH_CHECK(inputs[0][rank_].numel() == out.numel(), "fccl reduce_scatter: input ", rank_,
               " has ", inputs[0][rank_].numel(), " elements, the output ", out.numel());
-  c10::DeviceGuard guard(out.device());
-  auto task = newTask("reduce_scatter", device);
   if (even) {
     Op o;
     o.kind = Kind::kReduceScatter;
     o.input = concatFlat(inputs[0], total, out.options());
     o.reduce = resolveReduce(opts.reduceOp, o.input, /*inplace=*/true);
-    o.output = flatOut(*task, out, /*read=*/false);
+    o.output = flatOut(*c.task, out, /*read=*/false);
     o.count = out.numel();
-    task->ops.push_back(std::move(o));
+    c.add(std::move(o));
   } else {
     // Uneven sizes: one reduce per rank.
     for (int r = 0; r < size_; ++r) {
@@ -372,12 +363,12 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::reduce_scatter(
       o.root = r;
       o.input = flatIn(inputs[0][r]);
       o.reduce = resolveReduce(opts.reduceOp, o.input, /*inplace=*/false);
-      if (r == rank_) o.output = flatOut(*task, out, /*read=*/false);
+      if (r == rank_) o.output = flatOut(*c.task, out, /*read=*/false);
       o.count = inputs[0][r].numel();
-      task->ops.push_back(std::move(o));
+      c.add(std::move(o));
     }
   }
-  return submit(std::move(task), c10d::OpType::REDUCE_SCATTER, outputs, opts.timeout);
+  return submit(std::move(c.task), c10d::OpType::REDUCE_SCATTER, outputs, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FcclBackend::_reduce_scatter_base(
@@ -392,27 +383,25 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::reduce_scatter_tensor_coalesced(
   const char* name = "reduce_scatter_tensor";
   TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "fccl ", name, ": ",
               outputs.size(), " outputs for ", inputs.size(), " inputs");
-  const c10::DeviceIndex device = checkTensor(name, "input", inputs[0]);
-  c10::DeviceGuard guard(inputs[0].device());
-  auto task = newTask(name, device);
+  Call c = begin(name, inputs[0], "input");
   for (size_t i = 0; i < inputs.size(); ++i) {
-    checkPair(name, device, inputs[i], outputs[i]);
+    checkPair(name, c.device, inputs[i], outputs[i]);
     TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_, "fccl ", name, ": the input has ",
                 inputs[i].numel(), " elements, expected ", size_, " x ", outputs[i].numel());
     Op o;
     o.kind = Kind::kReduceScatter;
     o.input = flatIn(inputs[i]);
     o.reduce = resolveReduce(opts.reduceOp, o.input, /*inplace=*/false);
-    o.output = flatOut(*task, outputs[i], /*read=*/false);
+    o.output = flatOut(*c.task, outputs[i], /*read=*/false);
     o.count = outputs[i].numel();
-    task->ops.push_back(std::move(o));
+    c.add(std::move(o));
   }
 #if FLAGOS_TORCH_MINOR <= 11
   const c10d::OpType coalesced = c10d::OpType::COALESCED;  // 2.11 has no specific type
 #else
   const c10d::OpType coalesced = c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED;
 #endif
-  return submit(std::move(task),
+  return submit(std::move(c.task),
                 inputs.size() == 1 ? c10d::OpType::_REDUCE_SCATTER_BASE : coalesced, outputs,
                 opts.timeout);
 }
@@ -422,8 +411,8 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::alltoall_base(at::Tensor& output, at
                                                           std::vector<int64_t>& input_split_sizes,
                                                           const c10d::AllToAllOptions& opts) {
   const char* name = "all_to_all_single";
-  const c10::DeviceIndex device = checkTensor(name, "input", input);
-  checkPair(name, device, input, output);
+  Call c = begin(name, input, "input");
+  checkPair(name, c.device, input, output);
   // Split sizes count rows of dim 0; turn them into element counts.
   auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* what) {
     const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
@@ -442,18 +431,16 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::alltoall_base(at::Tensor& output, at
     }
     return out;
   };
-  c10::DeviceGuard guard(input.device());
-  auto task = newTask(name, device);
   Op o;
   o.kind = Kind::kAllToAll;
   o.send_counts = counts(input, input_split_sizes, "input");
   o.recv_counts = counts(output, output_split_sizes, "output");
   o.input = flatIn(input);
-  o.output = flatOut(*task, output, /*read=*/false);
+  o.output = flatOut(*c.task, output, /*read=*/false);
   o.count = -1;
-  task->ops.push_back(std::move(o));
+  c.add(std::move(o));
   std::vector<at::Tensor> outs{output};
-  return submit(std::move(task), c10d::OpType::ALLTOALL_BASE, outs, opts.timeout);
+  return submit(std::move(c.task), c10d::OpType::ALLTOALL_BASE, outs, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FcclBackend::alltoall(std::vector<at::Tensor>& outputs,
@@ -463,19 +450,13 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::alltoall(std::vector<at::Tensor>& ou
   TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
               "fccl ", name, ": expects ", size_, " inputs and outputs, got ", inputs.size(),
               " and ", outputs.size());
-  const c10::DeviceIndex device = checkTensor(name, "input", inputs[0]);
-  c10::DeviceGuard guard(inputs[0].device());
-  auto task = newTask(name, device);
+  Call c = begin(name, inputs[0], "input");
   Op o;
   o.kind = Kind::kAllToAll;
   int64_t in_total = 0, out_total = 0;
   for (int r = 0; r < size_; ++r) {
-    checkTensor(name, "input", inputs[r]);
-    checkTensor(name, "output", outputs[r]);
-    checkSameDevice(name, device, inputs[r]);
-    checkSameDevice(name, device, outputs[r]);
-    checkDtype(name, inputs[0], inputs[r]);
-    checkDtype(name, inputs[0], outputs[r]);
+    checkMember(name, c.device, "input", inputs[r], inputs[0]);
+    checkMember(name, c.device, "output", outputs[r], inputs[0]);
     o.send_counts.push_back(inputs[r].numel());
     o.recv_counts.push_back(outputs[r].numel());
     in_total += inputs[r].numel();
@@ -484,9 +465,9 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::alltoall(std::vector<at::Tensor>& ou
   o.input = concatFlat(inputs, in_total, inputs[0].options());
   o.output = at::empty({out_total}, inputs[0].options());
   o.count = -1;
-  splitInto(*task, o.output, outputs);
-  task->ops.push_back(std::move(o));
-  return submit(std::move(task), c10d::OpType::ALLTOALL, outputs, opts.timeout);
+  splitInto(*c.task, o.output, outputs);
+  c.add(std::move(o));
+  return submit(std::move(c.task), c10d::OpType::ALLTOALL, outputs, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FcclBackend::barrier(const c10d::BarrierOptions& opts) {
@@ -519,37 +500,31 @@ c10::intrusive_ptr<c10d::Work> FcclBackend::barrier(const c10d::BarrierOptions& 
 c10::intrusive_ptr<c10d::Work> FcclBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                  int tag) {
   at::Tensor& t = single("send", tensors);
-  TORCH_CHECK(dst_rank >= 0 && dst_rank < size_, "fccl send: destination ", dst_rank,
-              " is not a rank of 0..", size_ - 1);
-  const c10::DeviceIndex device = checkTensor("send", "tensor", t);
-  c10::DeviceGuard guard(t.device());
-  auto task = newTask("send", device);
+  checkRank("send", "destination", dst_rank, size_);
+  Call c = begin("send", t, "tensor");
   Op o;
   o.kind = Kind::kSend;
   o.peer = dst_rank;
   o.tag = tag;
   o.input = flatIn(t);
   o.count = t.numel();
-  task->ops.push_back(std::move(o));
-  return submit(std::move(task), c10d::OpType::SEND, {}, std::chrono::milliseconds(0));
+  c.add(std::move(o));
+  return submit(std::move(c.task), c10d::OpType::SEND, {}, std::chrono::milliseconds(0));
 }
 
 c10::intrusive_ptr<c10d::Work> FcclBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                  int tag) {
   at::Tensor& t = single("recv", tensors);
-  TORCH_CHECK(src_rank >= 0 && src_rank < size_, "fccl recv: source ", src_rank,
-              " is not a rank of 0..", size_ - 1);
-  const c10::DeviceIndex device = checkTensor("recv", "tensor", t);
-  c10::DeviceGuard guard(t.device());
-  auto task = newTask("recv", device);
+  checkRank("recv", "source", src_rank, size_);
+  Call c = begin("recv", t, "tensor");
   Op o;
   o.kind = Kind::kRecv;
   o.peer = src_rank;
   o.tag = tag;
-  o.output = flatOut(*task, t, /*read=*/false);
+  o.output = flatOut(*c.task, t, /*read=*/false);
   o.count = t.numel();
-  task->ops.push_back(std::move(o));
-  return submit(std::move(task), c10d::OpType::RECV, tensors, std::chrono::milliseconds(0));
+  c.add(std::move(o));
+  return submit(std::move(c.task), c10d::OpType::RECV, tensors, std::chrono::milliseconds(0));
 }
 
 }  // namespace flagos::comm

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "flagos_kit/collective_kind.h"
+
 namespace flagos::comm {
 
 // The name the backend is registered under (dist.Backend.register_backend).
@@ -45,6 +47,7 @@ RouteKind chooseRoute(Mode mode);
 std::string vendorLibrary();
 
 // Note [Flat operations]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // Every c10d call becomes one or more Ops on contiguous 1-D-equivalent
 // buffers, all on the task's device; lists, uneven sizes, non-contiguous
 // tensors and PREMUL_SUM are resolved by the backend before a route sees
@@ -63,20 +66,13 @@ std::string vendorLibrary();
 // `count` is the per-rank element count every rank must agree on (checked by
 // the host route, Note [Descriptors] in host_route.cpp); -1 for kAllToAll,
 // whose counts are checked pairwise.
-enum class Kind : int32_t {
-  kAllReduce = 1,
-  kBroadcast,
-  kReduce,
-  kAllGather,
-  kReduceScatter,
-  kAllToAll,
-  kGather,
-  kScatter,
-  kSend,
-  kRecv,
-  kBarrier,
-};
-const char* kindName(Kind kind);
+// The kinds of flat operation, named once with the plugins' collective
+// libraries (flagos_kit/collective_kind.h); the core runs every kind but
+// kSendRecv (its sends and receives are single operations).
+using Kind = flagos_kit::CollectiveKind;
+inline const char* kindName(Kind kind) {
+  return flagos_kit::collectiveName(kind);
+}
 inline bool isP2P(Kind kind) {
   return kind == Kind::kSend || kind == Kind::kRecv;
 }

@@ -3,6 +3,7 @@
 // the vendor route falls back to.
 //
 // Note [Descriptors]
+// ~~~~~~~~~~~~~~~~~~
 // gloo trusts its callers: ranks that pass different sizes or dtypes to one
 // collective crash the process (SIGABRT) or get silently wrong data
 // (broadcast). So before each task that involves every rank, the ranks
@@ -15,6 +16,7 @@
 // all-gather per collective, the price of never crashing on a mistake.
 //
 // Note [Who did not arrive]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
 // gloo's timeout error does not say which rank is missing. A rank that has
 // waited more than kPublishAfter for a collective publishes
 // "fccl/progress/<rank>" = its collective number in the group's store; on a
@@ -23,6 +25,7 @@
 // collectives never touch the store.
 //
 // Note [Host p2p]
+// ~~~~~~~~~~~~~~~
 // Every send is a 2-element int64 header (count, dtype) and then the
 // payload, on the caller's tag. All sends of a batch are posted first, then
 // the receivers read the headers, allocate what the sender announced, and

@@ -59,34 +59,6 @@ RouteKind chooseRoute(Mode mode) {
   return RouteKind::kHost;
 }
 
-const char* kindName(Kind kind) {
-  switch (kind) {
-    case Kind::kAllReduce:
-      return "all_reduce";
-    case Kind::kBroadcast:
-      return "broadcast";
-    case Kind::kReduce:
-      return "reduce";
-    case Kind::kAllGather:
-      return "all_gather";
-    case Kind::kReduceScatter:
-      return "reduce_scatter";
-    case Kind::kAllToAll:
-      return "all_to_all";
-    case Kind::kGather:
-      return "gather";
-    case Kind::kScatter:
-      return "scatter";
-    case Kind::kSend:
-      return "send";
-    case Kind::kRecv:
-      return "recv";
-    case Kind::kBarrier:
-      return "barrier";
-  }
-  return "(unknown)";
-}
-
 std::string describeReduce(c10d::ReduceOp::RedOpType op) {
   switch (op) {
     case c10d::ReduceOp::SUM:

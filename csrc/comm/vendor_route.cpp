@@ -2,6 +2,7 @@
 // modelled on NCCL), enqueued on the task device's communication stream.
 //
 // Note [Vendor communicators]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // One communicator per (group, device), created at the group's first
 // operation on that device, on the worker thread: rank 0 asks the library
 // for a unique id and publishes it under "fccl/uid/<n>" in the group's

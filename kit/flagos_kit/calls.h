@@ -1,6 +1,6 @@
 // Table members whose logic is the same in every plugin, written once over
 // the plugin's own lookups: probe's answer, the thread's current device and
-// synchronize (device.h), memGetInfo (memory.h), the argument checks of
+// synchronize (device.h), memGetInfo and memFill's pattern (memory.h), the argument checks of
 // kernelLaunch (compiler.h). Stream and event members: streams.h, events.h.
 //
 // Part of the kit (kit/flagos_kit/): header-only, never crosses the ABI.
@@ -19,6 +19,21 @@
 #include "flagos_kit/streams.h"
 
 namespace flagos_kit {
+
+// memFill's pattern (memory.h): non-NULL, of 1, 2, 4 or 8 bytes; false,
+// with the last error set, otherwise.
+inline bool validFillPattern(const void* pattern, uint32_t pattern_size) noexcept {
+  if (pattern == nullptr) {
+    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s memFill: pattern is NULL", kPluginName);
+    return false;
+  }
+  if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) {
+    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s memFill: pattern_size %u is not 1, 2, 4 or 8",
+         kPluginName, pattern_size);
+    return false;
+  }
+  return true;
+}
 
 // Calls with no explicit device act on the calling thread's current device
 // (like cudaSetDevice); 0 until set.

@@ -519,7 +519,7 @@ TEST(CollectivesFailure, RankThatNeverArrivesTimesOutAndAbortsTheOthers) {
         const std::string error = plugin().lastError();
         if (error.find("timed out after 800 ms") != std::string::npos) {
           expectAsyncFailure(rank, status, FLAGOS_ERROR_TIMEOUT,
-                             {"allReduce", "rank 2 of 3 did not arrive"});
+                             {"all_reduce", "rank 2 of 3 did not arrive"});
         } else {  // the other rank timed out first and aborted the communicator
           expectAsyncFailure(rank, status, FLAGOS_ERROR_TIMEOUT, {"aborted because rank"});
         }
@@ -534,9 +534,9 @@ TEST(CollectivesFailure, MismatchedCountsFailOnEveryRankAndTheCommStaysUsable) {
     const uint64_t count = rank.rank == 2 ? 5 : 4;
     rank.ok(c.allReduce(a, a, count, FLAGOS_DTYPE_FLOAT32, FLAGOS_RED_SUM, rank.comm, rank.stream),
             "allReduce");
-    expectAsyncFailure(
-        rank, rank.sync(), FLAGOS_ERROR_INVALID_ARGUMENT,
-        {"rank 0: allReduce #0 of 4 x float32 (sum)", "rank 2: allReduce #0 of 5 x float32 (sum)"});
+    expectAsyncFailure(rank, rank.sync(), FLAGOS_ERROR_INVALID_ARGUMENT,
+                       {"rank 0: all_reduce #0 of 4 x float32 (sum)",
+                        "rank 2: all_reduce #0 of 5 x float32 (sum)"});
     // A different operator, then a different collective, are caught too.
     const flagosRedOp_t op = rank.rank == 1 ? FLAGOS_RED_MAX : FLAGOS_RED_SUM;
     rank.ok(c.allReduce(a, a, 4, FLAGOS_DTYPE_FLOAT32, op, rank.comm, rank.stream), "allReduce");
@@ -547,7 +547,7 @@ TEST(CollectivesFailure, MismatchedCountsFailOnEveryRankAndTheCommStaysUsable) {
       rank.ok(c.allGather(a, a, 4, FLAGOS_DTYPE_FLOAT32, rank.comm, rank.stream), "allGather");
     }
     expectAsyncFailure(rank, rank.sync(), FLAGOS_ERROR_INVALID_ARGUMENT,
-                       {"broadcast #2", "allGather #2"});
+                       {"broadcast #2", "all_gather #2"});
     // Then a correct one works.
     for (int i = 0; i < 4; ++i) reinterpret_cast<float*>(a)[i] = 1;
     rank.ok(c.allReduce(a, a, 4, FLAGOS_DTYPE_FLOAT32, FLAGOS_RED_SUM, rank.comm, rank.stream),

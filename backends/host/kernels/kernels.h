@@ -22,6 +22,7 @@
 //                 for each, vecmath.cpp picks one at run time
 //
 // Note [Host kernels run on the stream]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A kernel checks what it can handle (dtypes, ranks) synchronously and
 // returns FLAGOS_ERROR_NOT_SUPPORTED at once when it cannot (the core then
 // takes the next tier); otherwise it copies the descriptors (they die when
@@ -41,6 +42,7 @@
 const flagosKernelTable* flagos_host_kernel_table(void);
 
 // Note [Kernels with an output_mask]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // native_batch_norm_backward, native_layer_norm_backward and
 // convolution_backward return undefined tensors for output_mask entries that
 // are false. The core passes those outputs with data == NULL (and no
@@ -85,10 +87,12 @@ struct Tensor {
 
 Tensor copyTensor(const flagosTensor& t);
 
-// Note [Strided operands]: a kernel that wants row-major data takes a
-// strided operand by packing it into scratch (packContiguous: @p t then
-// points at the packed copy) and writes a strided output through scratch
-// (outputContiguous, then scatterContiguous). One copy each, on the stream.
+// Note [Strided operands]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A kernel that wants row-major data takes a strided operand by packing it
+// into scratch (packContiguous: @p t then points at the packed copy) and
+// writes a strided output through scratch (outputContiguous, then
+// scatterContiguous). One copy each, on the stream.
 template <typename Fn>
 void forEachIndex(const Tensor& t, Fn&& fn) {  // fn(element offset), row-major order
   const int64_t n = t.numel();
@@ -130,6 +134,13 @@ void scatterContiguous(const Tensor& t, const std::vector<T>& scratch) {
   const T* src = scratch.data();
   T* dst = t.ptr<T>();
   forEachIndex(t, [&](int64_t off) { dst[off] = *src++; });
+}
+// Whether two descriptors have the same shape (strides may differ).
+inline bool sameShape(const flagosTensor& a, const flagosTensor& b) {
+  if (a.ndim != b.ndim) return false;
+  for (int i = 0; i < a.ndim; ++i)
+    if (a.shape[i] != b.shape[i]) return false;
+  return true;
 }
 // An output scatterContiguous can write: no element twice (stride 0).
 inline bool writable(const Tensor& t) {

@@ -34,13 +34,6 @@ bool dispatchAll(flagosDtype_t d, F&& f) {
   return dispatchNumeric(d, f);
 }
 
-bool sameShape(const flagosTensor& a, const flagosTensor& b) {
-  if (a.ndim != b.ndim) return false;
-  for (int i = 0; i < a.ndim; ++i)
-    if (a.shape[i] != b.shape[i]) return false;
-  return true;
-}
-
 // out = f(x) elementwise; kBool: the output is bool.
 template <typename Op>
 flagosStatus_t unary(flagosStream_t stream, const flagosTensor* o, int32_t no,

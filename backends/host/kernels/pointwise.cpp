@@ -98,13 +98,6 @@ bool dispatchTypes(int types, flagosDtype_t d, F&& f) {
   return false;
 }
 
-bool sameShape(const flagosTensor& a, const flagosTensor& b) {
-  if (a.ndim != b.ndim) return false;
-  for (int i = 0; i < a.ndim; ++i)
-    if (a.shape[i] != b.shape[i]) return false;
-  return true;
-}
-
 // The vector-math twin of a unary op (Note [Vector math]): overloads below
 // the op structs name one; found by argument-dependent lookup.
 template <typename Op>
