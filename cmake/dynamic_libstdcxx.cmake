@@ -1,4 +1,5 @@
 # Note [Dynamic libstdc++]
+# ~~~~~~~~~~~~~~~~~~~~~~~~
 # The core shares C++ objects with torch (streams, strings, exceptions, and
 # the locale facets every std::ostringstream looks up by a process-wide id),
 # so it must use the process's one libstdc++.so.6. A compiler whose library

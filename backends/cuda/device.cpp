@@ -2,6 +2,7 @@
 // device's primary context), properties.
 //
 // Note [Primary contexts]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // The plugin works in each device's primary context, the one the CUDA
 // runtime (and so torch's own CUDA, cuBLAS, cuDNN) uses too: memory and
 // streams are valid on both sides, which is what lets a native `cuda`
@@ -152,6 +153,7 @@ std::string archOf(const Device& device) {
 namespace {
 
 // Note [Foreign device memory]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A flagos tensor may view memory the plugin did not allocate: a native
 // `cuda` tensor's, through flagos_torchfl.interop.from_native. The driver
 // knows every allocation of the context, so an address outside our own

@@ -3,6 +3,7 @@
 // plugin loads on a machine without a GPU and says why it cannot run.
 //
 // Note [Versioned driver entry points]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // cuda.h maps several names onto versioned symbols (`#define cuMemAlloc
 // cuMemAlloc_v2`): the header's types and the library's symbol must agree,
 // so each entry point is looked up under the name the macro expands to

@@ -3,6 +3,7 @@
 // device (compiler.cpp, fill.cpp).
 //
 // Note [NVRTC targets]
+// ~~~~~~~~~~~~~~~~~~~~
 // A program is compiled for the device's own architecture as a cubin
 // (sm_90 on an H100/H200), so no PTX is JIT-compiled at load and the kernel
 // cache's binaries are final machine code. When the device is newer than
@@ -12,6 +13,7 @@
 // target and NVRTC's version).
 //
 // Note [NVRTC's builtins]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // NVRTC opens libnvrtc-builtins.so.<major>.<minor> by name when it first
 // compiles. The wheel's folder is on no loader path and libnvrtc has no
 // RUNPATH, so NVRTC found us its library but not its builtins ("failed to

@@ -1,6 +1,7 @@
 // The tracing table (trace.h) over CUDA events.
 //
 // Note [Traced work on CUDA streams]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // While tracing is on, every piece of work the plugin queues (a launch, an
 // async copy, a fill) is bracketed by two timing events recorded on its
 // stream (traceBegin/traceEnd), kept with a record begun on the queueing

@@ -1,4 +1,5 @@
 // Note [Host arena]
+// ~~~~~~~~~~~~~~~~~
 // Each host device owns one contiguous range of address space, reserved at
 // init() with mmap(MAP_NORESERVE): reserving costs no memory, pages are
 // materialized on first touch, and the range's size is the device's memory

@@ -134,8 +134,8 @@ using flagos_kit::validStream;
 constexpr int64_t kDefaultGrain = 4096;
 
 constexpr int64_t kNeverInline = -1;
-// The largest cost run inline on an idle stream: about 2-4 us of kernel
-// time, the same order as the hand-off to the worker it saves.
+// The largest cost run inline on an idle stream: kernel time of the same
+// order as the hand-off to the worker it saves (Note [Inline execution]).
 constexpr int64_t kInlineMaxCost = 64 * 1024;
 
 }  // namespace flagos_host

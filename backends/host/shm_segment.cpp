@@ -1,4 +1,5 @@
 // Note [Segment lifecycle]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
 // One POSIX shared-memory object per communicator, named from the unique id
 // (/dev/shm/flagos-shm-<creator pid>-<token>). Every rank calls join():
 //

@@ -4,6 +4,7 @@
 // communicators.
 //
 // Note [Process-shared waiting]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Every word that another process reads lives in the shared segment as a
 // lock-free std::atomic (address-free, so the same object mapped at different
 // addresses in different processes works). A waiter first spins briefly (a

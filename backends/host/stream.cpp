@@ -32,13 +32,14 @@ flagosStream_st::~flagosStream_st() {
 }
 
 // Note [Inline execution]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // Handing a task to the worker costs a condition-variable wake-up (a futex
-// syscall here, a context switch there: 3-5 us on an idle machine, tens of
-// us on a loaded one) and makes the worker free memory the caller allocated
-// (malloc arena lock contention). For a tiny kernel that is many times its
-// own run time. So enqueue() runs a task at once on the calling thread when
-// the stream is idle (nothing queued, nothing running) and the task is
-// small (0 <= cost <= kInlineMaxCost, host.h):
+// syscall here, a context switch there; more on a loaded machine) and makes
+// the worker free memory the caller allocated (malloc arena lock contention).
+// For a tiny kernel that is many times its own run time. So enqueue() runs a
+// task at once on the calling thread when the stream is idle (nothing queued,
+// nothing running) and the task is small (0 <= cost <= kInlineMaxCost,
+// host.h):
 //  - Order: nothing is ahead of it, and busy_ keeps the worker from starting
 //    a task that another thread queues meanwhile (queued tasks wait; the
 //    worker is woken when the inline task ends).
@@ -84,6 +85,7 @@ bool flagosStream_st::tryInline(flagos_host::TaskRef task, int64_t cost) {
 }
 
 // Note [Traced tasks]
+// ~~~~~~~~~~~~~~~~~~~
 // While tracing is on, a task is wrapped to stamp the host clock around its
 // run (where it runs: the worker or, inline, the caller), so a record's
 // times are those of the work itself, not of its queueing. The correlation

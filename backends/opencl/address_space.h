@@ -1,6 +1,7 @@
 // Virtual device addresses for one OpenCL device.
 //
 // Note [Virtual device addresses]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // OpenCL 1.2 buffers are handles (cl_mem), not pointers, while the core and
 // PyTorch treat device memory as addresses: they add byte offsets to
 // data_ptr and hand the results back (views, slices, storage offsets). SVM

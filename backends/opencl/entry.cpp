@@ -4,6 +4,7 @@
 // the tables below.
 //
 // Note [OpenCL plugin priority]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // One OpenCL plugin serves real GPUs and PoCL's CPU device alike, so its
 // rank under FLAGOS_BACKEND=auto depends on the machine:
 //  - FLAGOS_PRIORITY_ACCELERATOR when the devices it would use are GPUs or
@@ -11,7 +12,7 @@
 //  - FLAGOS_PRIORITY_CPU_HOSTED - 5 when they are CPU devices (PoCL): both
 //    plugins then run on the same cores, and the host plugin's native
 //    kernels (OpenBLAS, oneDNN) are faster than untuned OpenCL on a CPU
-//    (CLBlast SGEMM ~6x slower than OpenBLAS here), so "auto" should prefer
+//    (CLBlast SGEMM far slower than OpenBLAS here), so "auto" should prefer
 //    the host plugin; FLAGOS_BACKEND=opencl still selects this one.
 // The entry point must not touch the SDK (vendor.h), so the tables claim
 // ACCELERATOR and probe(), which has enumerated the devices, lowers the rank

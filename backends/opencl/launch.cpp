@@ -2,6 +2,7 @@
 // arguments and the enqueue on a stream.
 //
 // Note [Device pointer arguments]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A device address is (cl_mem, byte offset) behind the scenes (Note
 // [Virtual device addresses] in address_space.h), and OpenCL 1.2 cannot
 // pass a pointer into the middle of a buffer: clSetKernelArg takes the

@@ -109,6 +109,7 @@ struct DeviceInfo {
 bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std::string* reason);
 
 // Note [Serialized compiles on PoCL]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // PoCL 3.1 runs LLVM in clBuildProgram, in CL_PROGRAM_BINARIES and lazily
 // for a kernel's first launch with a work-group size; two threads inside
 // LLVM at once crashed it (llvm::EVT::isExtendedVector under SelectionDAG,
@@ -117,8 +118,9 @@ bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std
 // With a PoCL device, every call that may compile (program build, binary
 // and load, kernel launch, the CLBlast and helper kernels) holds one
 // plugin-wide lock. The lazy compile does not run in the enqueueing thread:
-// with a cold PoCL cache clEnqueueNDRangeKernel returns in ~30 us and the
-// ~70 ms work-group build happens when the command runs, on PoCL's thread.
+// with a cold PoCL cache clEnqueueNDRangeKernel returns at once and the
+// work-group build, far longer, happens when the command runs, on PoCL's
+// thread.
 // So a launch that may compile (a work size its kernel has not run with)
 // keeps the lock until its command has finished (waitIfFirst). Not covered:
 // CLBlast's own launches, whose kernels PoCL builds the same lazy way; the
@@ -132,10 +134,12 @@ bool discoverDevices(const Config& config, std::vector<DeviceInfo>* devices, std
 // launches go first.
 //
 // Note [Launches without the compile lock]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Program builds and loads yield the same way (kYield): the core's kernel
 // pool loads a whole manifest of binaries in the background at initialize
-// (~2.5 ms each on PoCL), and holding the lock back to back it starved the
-// caller's launches (first calls 30-85 ms late with 182 kernels queued).
+// (each a slow bitcode parse on PoCL), and holding the lock back to back it
+// starved the caller's launches (first calls came late by many times their
+// own cost with 182 kernels queued).
 // And a launch needs the lock only for a work size its kernel has not been
 // launched with: PoCL compiles a work-group function once per kernel and
 // work-group size, so a launch repeating an earlier (global, local) enters
@@ -304,6 +308,7 @@ bool validProgram(const char* call, flagosProgram_t program) noexcept;
 // A stream: one in-order command queue (with profiling, for timing events).
 //
 // Note [Asynchronous errors]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A command that fails while running leaves a negative execution status on
 // its event. The stream keeps the event of the last command it enqueued
 // (`last_`); in an in-order queue a failure of an earlier command fails the

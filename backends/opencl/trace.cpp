@@ -1,6 +1,7 @@
 // The tracing table (trace.h) over OpenCL event profiling.
 //
 // Note [Traced commands]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // Every command a stream queues goes through flagosStream_st::enqueue, which
 // hands its event to traceCommand() while tracing is on (the queues are
 // created with CL_QUEUE_PROFILING_ENABLE for timing events already). We keep
@@ -42,7 +43,7 @@ cl_ulong profilingInfo(cl_event event, cl_profiling_info what) {
 // Device timer minus host clock, from markers: each gives the host clock
 // before and after its enqueue and the device's QUEUED time, which lies in
 // between. The narrowest of kSamples windows is kept: one sample on a busy
-// machine was off by 1.6 ms when the enqueue was descheduled, and records
+// machine was off by far more when the enqueue was descheduled, and records
 // then fell outside the window they were traced in.
 flagosStatus_t sampleOffset(Device& device, int64_t* offset) {
   constexpr int kSamples = 8;

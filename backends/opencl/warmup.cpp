@@ -1,6 +1,7 @@
 // The SDK warm-up thread: Note [SDK warm-up].
 //
 // Note [SDK warm-up]
+// ~~~~~~~~~~~~~~~~~~
 // A fresh process pays for the OpenCL stack's first use on its first
 // iteration even when every generated kernel comes from the disk cache
 // (FLAGOS_CACHE_DIR): PoCL starts clang/LLVM on the first program build and

@@ -131,6 +131,7 @@ py::object defaultGeneratorObject(int device) {
 }
 
 // Note [A cheap synchronize]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // torch.flagos.synchronize() closes every timed repetition of a benchmark
 // and many training loops' steps; with nothing queued it should cost what a
 // function call costs. Through pybind11 (argument conversion, overload

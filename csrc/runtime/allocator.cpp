@@ -129,6 +129,7 @@ void CachingAllocator::rawDelete(void* ptr) {
 }
 
 // Note [Cross-stream frees]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
 // A block is reused only by allocations on its allocation stream, so work
 // queued there before the free is ordered before any reuse. If the block
 // was also used on other streams (recordStream), the free records an event
@@ -265,6 +266,7 @@ void CachingAllocator::freeBlock(DeviceCache& dc, Block* block) {
 }
 
 // Note [Recycled blocks]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // A tiny op allocates and frees one small block: the allocation splits it
 // off a free block and the free merges it back, which cost three heap
 // allocations and three frees a call (the Block of the tail, and a
@@ -340,9 +342,12 @@ Block* CachingAllocator::newSegment(DeviceCache& dc, c10::DeviceIndex device, Bl
 }
 
 // Hand every whole free segment of the device back to the vendor.
-// Note [Freeing device memory]: the vendor's free() requires that every
-// stream has passed the block, so pending events are waited for and the
-// device is synchronized first (as cudaFree does implicitly).
+//
+// Note [Freeing device memory]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The vendor's free() requires that every stream has passed the block,
+// so pending events are waited for and the device is synchronized first
+// (as cudaFree does implicitly).
 void CachingAllocator::releaseCached(DeviceCache& dc, c10::DeviceIndex device) {
   processEvents(dc, /*wait=*/true);
   std::vector<Block*> whole;

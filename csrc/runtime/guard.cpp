@@ -24,6 +24,7 @@ bool ready(flagosStatus_t st, const char* what) {
 }
 
 // Note [Events are created lazily]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // c10::Event starts with a NULL handle; the vendor event is created on the
 // first record(), on the recording stream's device, with timing enabled
 // only for BACKEND_DEFAULT (torch.Event(enable_timing=True)). A NULL event

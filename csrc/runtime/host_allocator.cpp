@@ -24,6 +24,7 @@ namespace {
 void rawDelete(void* ptr);
 
 // Note [Pinned blocks outlive their tensors]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A non_blocking copy from (or into) pinned memory is only queued when the
 // copy returns. record_event() records a vendor event on the copy's stream;
 // when the tensor dies first, free() keeps the block (marked `freed`) until

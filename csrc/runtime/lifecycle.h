@@ -1,4 +1,5 @@
 // Note [Stopping background work]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The core runs work on threads of its own (the kernel cache's background
 // specialization pool) that may be inside the vendor's compiler at any
 // moment. At process exit that compiler's library tears down: with PoCL,
@@ -43,6 +44,7 @@ bool stopBackgroundWork(std::chrono::milliseconds bound);
 constexpr std::chrono::milliseconds kDefaultExitBound{30000};
 
 // Note [Forked children]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // fork() copies the process but only the forking thread: the plugin's
 // worker threads, the SDK's threads (PoCL's, OpenMP's), the background
 // pool and any lock one of them held at that moment stay behind in the

@@ -173,11 +173,13 @@ std::vector<Plugin*> discoverPlugins(const std::vector<std::string>& search_path
       own.push_back(entry);    // named explicitly: always a candidate
     }
   }
-  // Note [A named backend opens only its own plugin]: another vendor's file
-  // (a broken one, one whose entry point crashes) must not stop
-  // initialize("host"). When the named backend's libflagos_<name>.so is in
-  // a folder, only it and the files listed one by one are opened; otherwise
-  // (a plugin under another file name) every candidate is.
+  // Note [A named backend opens only its own plugin]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Another vendor's file (a broken one, one whose entry point crashes)
+  // must not stop initialize("host"). When the named backend's
+  // libflagos_<name>.so is in a folder, only it and the files listed one by
+  // one are opened; otherwise (a plugin under another file name) every
+  // candidate is.
   const bool found_own = std::any_of(own.begin(), own.end(), [&](const std::string& f) {
     return f.size() >= own_name.size() &&
            f.compare(f.size() - own_name.size(), own_name.size(), own_name) == 0;

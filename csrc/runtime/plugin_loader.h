@@ -18,6 +18,7 @@ namespace flagos::detail {
 // Backend points into them), so discovery hands out stable pointers.
 //
 // Note [Normalized vendor tables]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A plugin built against an older minor fills fewer members than we know;
 // one built against a newer minor has members we do not know. We copy each
 // table into a zero-filled struct of our own size, reading at most the

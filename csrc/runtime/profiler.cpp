@@ -50,6 +50,7 @@ void destroyEvent(void* event) {
 }
 
 // Note [Profiler events]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // One timing event per record(), on the current stream of the current
 // device, owned by the shared_ptr the profiler keeps; elapsed() waits for
 // both and answers microseconds, as the CUDA stubs do. Before initialize()
@@ -160,6 +161,7 @@ int64_t clockNs(clockid_t clock) {
 }
 
 // Note [Correlation ids of the flagos session]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Kineto calls pushCorrelationId(id) / popCorrelationId() on every child
 // session around each ATen operator, on the thread that runs it; the id is
 // the one its CPU_OP activity carries. We keep the thread's stack (ops nest:
@@ -171,6 +173,7 @@ int64_t clockNs(clockid_t clock) {
 thread_local std::vector<uint64_t> t_correlation;
 
 // Note [Trace clocks]
+// ~~~~~~~~~~~~~~~~~~~
 // Records arrive on CLOCK_MONOTONIC (trace.h); Kineto's capture window and
 // torch's CPU_OP times are Unix-epoch nanoseconds (system_clock, through
 // torch's ApproximateClockToUnixTimeConverter). We sample both clocks at

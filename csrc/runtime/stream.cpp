@@ -18,6 +18,7 @@ namespace flagos {
 namespace {
 
 // Note [Stream ids and the stream pool]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Id 0 of each device is its default stream, created by initialize().
 // Every other stream comes from a small per-device pool, handed out round
 // robin by getNewStream/getStreamFromGlobalPool (as CUDA does): PyTorch

@@ -3,6 +3,7 @@
 // for the calling thread"; "never throws").
 //
 // Note [Last error lifetime]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A failing call overwrites the calling thread's message; a successful call
 // leaves it alone, so lastError() always describes the most recent failure
 // on this thread. The core reads it right after a call returned an error.
@@ -10,6 +11,7 @@
 // plugin (at least as long as vendor.h asks).
 //
 // Note [ABI boundary]
+// ~~~~~~~~~~~~~~~~~~~
 // Every function in a table runs its body through guard(): C++ exceptions
 // (std::bad_alloc from a container, std::system_error from std::thread, a
 // bug) must never unwind into the C caller. They become

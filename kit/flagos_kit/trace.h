@@ -128,6 +128,7 @@ inline const char* memcpyName(flagosMemcpyKind_t kind) {
 }
 
 // Note [Named kernel entries]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A kernel's record is made where it queues its work, which does not know
 // the semantic ID it runs under. namedKernel(id, fn) gives the kernel table
 // a trampoline instead of @p fn that names the calling thread's next launch

@@ -14,6 +14,7 @@ torch imports it inside `import torch` (see Note [Autoload re-entry]).
 """
 
 # Note [Autoload re-entry]
+# ~~~~~~~~~~~~~~~~~~~~~~~~
 # torch calls our `torch.backends` entry point, _autoload, at the end of
 # `import torch`. When the user imports flagos_torchfl first, our own import
 # of torch (below) runs that entry point while this module is half-built, so

@@ -3,7 +3,7 @@
 // with the host plugin as its default. Kernels follow Note [Host C kernels]:
 // `void NAME(void* const* args, uint64_t begin, uint64_t end)`, args[k]
 // pointing to the k-th argument's value. Each build runs the system C
-// compiler (~50 ms), so the suite builds one program and shares it.
+// compiler, slow next to a test, so the suite builds one program and shares it.
 #include <link.h>
 
 #include <cstdint>

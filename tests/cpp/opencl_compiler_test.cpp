@@ -3,8 +3,8 @@
 // plugin as its default): the compiler table (OpenCL C programs, binaries,
 // the two-argument device pointer convention of Note [Device pointer
 // arguments] in backends/opencl/compiler.cpp), identity and priority, and
-// the virtual address space (Note [Virtual device addresses]). Builds cost
-// PoCL ~0.3-1.3 s each, so the suite builds one program and shares it.
+// the virtual address space (Note [Virtual device addresses]). A build is
+// slow on PoCL, so the suite builds one program and shares it.
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 

@@ -89,7 +89,7 @@ TEST(Trace, FillsAreRecordedWithTheThreadsCorrelationId) {
     EXPECT_EQ(fills[0].stream_id, r.stream_id);  // one stream, one id
     EXPECT_LE(r.start_ns, r.end_ns);
     // On the host clock (trace.h), inside [enable, synchronize] up to the
-    // device-timer mapping's error (opencl samples one marker): 1 ms.
+    // device-timer mapping's error (opencl samples one marker): a tolerance of 1 ms.
     EXPECT_GE(r.start_ns, begin - 1000000) << r.name;
     EXPECT_LE(r.end_ns, end + 1000000) << r.name;
     EXPECT_NE(nullptr, std::memchr(r.name, '\0', sizeof(r.name)));

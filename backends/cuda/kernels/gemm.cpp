@@ -3,6 +3,7 @@
 // float64; no TF32, as torch's default float32 matmul precision).
 //
 // Note [Row-major GEMMs on a column-major library]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // cuBLASLt is column-major; a row-major C = A @ B is the column-major
 // C^T = B^T @ A^T, so B goes in as cuBLAS's "A" and A as its "B". A
 // row-major operand whose columns are contiguous (cs == 1) is read as the

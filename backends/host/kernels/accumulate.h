@@ -7,6 +7,7 @@
 namespace flagos_host::kernels {
 
 // Note [Vectorizable accumulation]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A single `acc += x[i]` chain cannot be vectorized (floating-point adds do
 // not reassociate), which held a row sum to one add per cycle. Eight
 // independent double accumulators let the compiler use vector adds; the

@@ -98,6 +98,7 @@ Mat matOf(const Tensor& t, int64_t batch_offset = 0) {
 }
 
 // Note [Half GEMMs on the host]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // OpenBLAS has no float16 GEMM, and its bfloat16 one (sbgemm) exists only in
 // some builds. CPU's ATen computes a half GEMM as float multiply-adds with
 // one rounding of the result, so we do the same: each operand is converted

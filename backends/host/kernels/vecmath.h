@@ -3,8 +3,9 @@
 // PyTorch computes it), chosen at run time, with libm as the fallback.
 //
 // Note [Vector math]
-// The scalar kernels call std::exp/std::erf per element, which costs ~3 ns
-// an element and leaves the large pointwise ops 5-7x below native CPU. These
+// ~~~~~~~~~~~~~~~~~~
+// The scalar kernels call std::exp/std::erf per element, which leaves the
+// large pointwise ops several times slower than native CPU. These
 // functions process 8 or 16 floats per instruction. The bodies are written
 // once (vecmath_body.h) and built per ISA in their own translation units
 // (vecmath_avx2.cpp with -mavx2 -mfma, vecmath_avx512.cpp with -mavx512f),

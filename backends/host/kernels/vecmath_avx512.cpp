@@ -1,5 +1,5 @@
 // vecmath_body.h for AVX-512F (16 floats): the width PyTorch's own CPU
-// kernels use where the CPU has it (SLEEF's exp runs 2x faster per element
+// kernels use where the CPU has it (SLEEF's exp runs faster per element
 // than its AVX2 form here). Built with -mavx512f; runs only after
 // vecmath.cpp has checked the CPU (Note [Vector math]).
 #if defined(FLAGOS_HOST_VEC_X86)
@@ -35,11 +35,13 @@ struct Avx512 {
   static F bitXor(F a, F b) {
     return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
   }
-  // Note [Inline exp]: Cephes' expf (Cody-Waite reduction, degree-5
-  // polynomial; within 2 ULP of the correctly rounded result over the whole
-  // float range, denormal results included through scalef), inlined. SLEEF's
-  // out-of-line call made the compiler spill every live vector around it:
-  // GELU ran at half of native CPU's speed with it.
+  // Note [Inline exp]
+  // ~~~~~~~~~~~~~~~~~
+  // Cephes' expf (Cody-Waite reduction, degree-5 polynomial; within 2 ULP of
+  // the correctly rounded result over the whole float range, denormal
+  // results included through scalef), inlined. SLEEF's out-of-line call made
+  // the compiler spill every live vector around it: GELU ran at half of
+  // native CPU's speed with it.
   static F exp(F x) {
     const F n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

@@ -31,7 +31,7 @@ struct Body {
 
   // erf by Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7), the
   // formula PyTorch's own Vectorized<float>::erf uses: SLEEF 3.5's erff
-  // measured 4 ns an element here, slower than scalar libm.
+  // was slower here than scalar libm.
   __attribute__((always_inline)) static F erf(F x) {
     const F sign = I::bitAnd(negZero(), x);
     const F ax = I::bitXor(sign, x);
@@ -134,11 +134,13 @@ struct Body {
     }
   }
 
-  // Note [One switch a call]: the function is a template argument, chosen
-  // once a call through a table: a switch per vector (a jump table the
-  // compiler kept in the loop) and one dependency chain an iteration ran
-  // GELU at half of native CPU's speed. Two vectors an iteration overlap
-  // the division's and exp's latencies, as ATen's vectorized loops do.
+  // Note [One switch a call]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~
+  // The function is a template argument, chosen once a call through a
+  // table: a switch per vector (a jump table the compiler kept in the
+  // loop) and one dependency chain an iteration ran GELU at half of
+  // native CPU's speed. Two vectors an iteration overlap the division's
+  // and exp's latencies, as ATen's vectorized loops do.
   template <Fn f>
   static void applyFn(const float* x, float* y, int64_t n) {
     mapVectors(

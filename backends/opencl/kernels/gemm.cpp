@@ -12,8 +12,8 @@
 // read C then ("Fixed a bug in level-3 routines when beta is zero and matrix
 // C contains NaNs"; its direct and indirect GEMM kernels branch on
 // IsZero(beta)), so only an older CLBlast gets a zeroing kernel first.
-// Skipping it saves one command per mm/bmm, ~10-40 us on PoCL (Note [GEMM
-// overhead] below).
+// Skipping it saves one command per mm/bmm, most of the plugin's overhead
+// on small GEMMs on PoCL (Note [GEMM overhead] below).
 #include <optional>
 #include <utility>
 
@@ -23,37 +23,39 @@ namespace flagos_opencl::kernels {
 namespace {
 
 // Note [GEMM overhead]
+// ~~~~~~~~~~~~~~~~~~~~
 // What flagos adds to a CLBlast GEMM: resolving three addresses (a map
 // lookup each), the stream's lock, keeping CLBlast's event as the stream's
 // last command, and the core's synchronize (the stream's last event plus a
 // clFinish of the idle synchronous queue). Measured interleaved in one
-// process against CLBlast on its own context (bench_gemm_opencl.py), that
-// was 10-40 us per call at N = 16 with the zeroing kernel, is 3-7 us
-// without it, and is within noise from N = 128 on. A 2x slower N = 256
-// seen earlier was not the plugin: on a 2-vCPU host PoCL's two worker
-// threads serialize whenever one vCPU is taken by another tenant
-// (clblast_direct alone flips between 1.2 and 2.2 ms; `taskset -c 0`
-// makes it 2.2 ms), and the old benchmark timed each side in one block,
-// so a whole 25 ms block fell into one phase.
+// process against CLBlast on its own context (bench_gemm_opencl.py), the
+// zeroing kernel was most of that at N = 16; without it a few microseconds
+// are left there, and from N = 128 on the difference is within noise. A
+// gap at N = 256 seen earlier was not the plugin: on a 2-vCPU host PoCL's
+// two worker threads serialize whenever one vCPU is taken by another
+// tenant (clblast_direct alone flips between a fast and a slow phase;
+// `taskset -c 0` pins it to the slow one), and the old benchmark timed
+// each side in one block, so a whole block fell into one phase.
 //
-// Where the 3-7 us at N = 16 go (PoCL, 2 vCPUs; perf with DWARF call
+// Where the rest at N = 16 goes (PoCL, 2 vCPUs; perf with DWARF call
 // graphs of the calling thread, and its CPU time per call): the calling
-// thread spends ~3 us more per torch.mm + synchronize than the direct
-// side's ctypes calls (~20.5 vs ~17.5 us; PoCL's worker threads spend the
-// same on both sides, and both sides make the same context switches). Of
-// those, PyTorch's own path (Python binding, autograd, dispatcher, boxing,
-// wrapping and freeing the result tensor) is ~1.7-2 us, the core's bridge
-// ~1 us (output allocation ~0.4 us, shape cache, descriptors, guards,
-// returns; freeing the block ~0.15 us), this plugin ~0.3 us (three address
-// lookups, the compile and stream locks, the event bookkeeping). The
-// OpenCL choices cost nothing measurable on PoCL; in C, interleaved, a
-// 16^3 SGEMM + wait is the same (within ~0.1 us a call, noise ~1 us) with
-// or without CL_QUEUE_PROFILING_ENABLE, with or without CLBlast's event
-// out-parameter, waiting on that event or calling clFinish, and with the
-// extra clFinish of an idle queue (~40 ns; clGetEventInfo, retain+release
-// and a wait on a complete event are 15-70 ns each). CLBlast's own
-// per-call work (routine setup, database lookups, the launch that wakes
-// PoCL's workers) is ~10 us of the calling thread on both sides.
+// thread spends a little more per torch.mm + synchronize than the direct
+// side's ctypes calls (PoCL's worker threads spend the same on both sides,
+// and both sides make the same context switches). Of that, PyTorch's own
+// path (Python binding, autograd, dispatcher, boxing, wrapping and freeing
+// the result tensor) is the largest part, then the core's bridge (output
+// allocation, shape cache, descriptors, guards, returns, freeing the
+// block), and this plugin least (three address lookups, the compile and
+// stream locks, the event bookkeeping). The OpenCL choices cost nothing
+// measurable on PoCL; in C, interleaved, a 16^3 SGEMM + wait is the same
+// within noise with or without CL_QUEUE_PROFILING_ENABLE, with or without
+// CLBlast's event out-parameter, waiting on that event or calling
+// clFinish, and with the extra clFinish of an idle queue (clGetEventInfo,
+// retain+release and a wait on a complete event are as cheap). CLBlast's
+// own per-call work (routine setup, database lookups, the launch that
+// wakes PoCL's workers) is most of the calling thread's time on both
+// sides (Note [Small GEMMs]). Figures: docs/benchmarks.md, "Measurements
+// behind design decisions".
 #if defined(CLBLAST_VERSION_MAJOR) && (CLBLAST_VERSION_MAJOR > 0 || CLBLAST_VERSION_MINOR >= 9)
 constexpr bool kZeroBeforeBetaZero = false;
 #else

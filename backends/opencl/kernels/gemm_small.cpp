@@ -1,19 +1,20 @@
 // Small GEMMs on a kernel of the plugin's own instead of CLBlast.
 //
 // Note [Small GEMMs]
-// A GEMM of a few thousand multiply-adds is all launch: CLBlast spends
-// ~10 us of the calling thread per call before its kernel runs (routine
-// set-up, database lookups, a fresh cl_kernel, argument checks), about a
-// third of a 16^3 SGEMM + wait on PoCL. This kernel object is built once per
-// device and only gets its arguments set, and it reads any strides, so
-// transposed operands and a broadcast addmm `self` need no extra kernel
-// (CLBlast's path broadcasts self into the output first: two launches).
+// ~~~~~~~~~~~~~~~~~~
+// A GEMM of a few thousand multiply-adds is all launch: before its kernel
+// runs, CLBlast spends a large share of a 16^3 SGEMM + wait on PoCL on the
+// calling thread (routine set-up, database lookups, a fresh cl_kernel,
+// argument checks). This kernel object is built once per device and only gets
+// its arguments set, and it reads any strides, so transposed operands and a
+// broadcast addmm `self` need no extra kernel (CLBlast's path broadcasts self
+// into the output first: two launches).
 //
 // One work-item computes kRows consecutive rows of one output column: the
 // B element is loaded once per k and used kRows times, and neighbouring
 // items (dim 0 = columns) read neighbouring B and C elements, which is what
 // PoCL's work-group vectorizer and a GPU's coalescing want. Inner offsets are
-// ints (twice as fast as longs on PoCL at 96^3), so a call whose in-matrix
+// ints (longs were markedly slower on PoCL at 96^3), so a call whose in-matrix
 // offsets could pass 2^31 goes to CLBlast; the bases are longs. Work-groups
 // are always kGroup items wide: PoCL compiles a work-group function per
 // local size on first launch, so one size means one compile (done by the
@@ -22,13 +23,13 @@
 // calls keep taking it, as it may compile on any call).
 //
 // Measured interleaved against CLBlast SGEMM + wait, in C on PoCL's CPU
-// device (2 vCPUs; medians of 5 rounds of 200): 16^3 28 vs 39 us, 48^3 42
-// vs 72 us, 64^3 58-70 vs 69-80 us, 32x256 @ 256x10 35 vs 66 us, and with
-// B transposed the kernel stays ahead to 128^3; but around 2^20
-// multiply-adds CLBlast's tiled kernels catch up (64x64 @ 64x256: 127 vs
-// 120 us; 128^3: 219 vs 207 us). Through torch (bench_gemm_opencl.py) the
-// kernel was 0.83-0.85x of direct CLBlast for 64x64 @ 64x256, where CLBlast
-// through flagos is 0.90x, and ~1.0x at 64^3. So the default limit is 2^18
+// device (2 vCPUs): the kernel is ahead at 16^3, 48^3, 64^3 and 32x256 @
+// 256x10, and with B transposed it stays ahead to 128^3; but around 2^20
+// multiply-adds CLBlast's tiled kernels catch up (64x64 @ 64x256, 128^3).
+// Through torch (bench_gemm_opencl.py) the kernel lost to direct CLBlast
+// at 64x64 @ 64x256 by more than CLBlast through flagos does, and was even
+// with it at 64^3 (docs/benchmarks.md, "Measurements behind design
+// decisions"). So the default limit is 2^18
 // multiply-adds (batch * M * N * K, 64^3); FLAGOS_OPENCL_SMALL_GEMM moves
 // it (0: CLBlast always). Measured on PoCL only: on a GPU CLBlast's tuned
 // kernels may win earlier, and the limit is the knob for that.

@@ -2,6 +2,7 @@
 // launch each, instead of the core's composite (~16 small kernels).
 //
 // Note [Native nll_loss on OpenCL]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Every call is a set of "rows", one per sample (nll_loss: N or 1 for a 1-D
 // input; nll_loss2d: N*H*W), each picking one of C classes. A row index r
 // splits into (r / (n1*n2), r / n2 % n1, r % n2) and each tensor has its

@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 # Note [Wrappers, not a TorchFunctionMode]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # A TorchFunctionMode at the bottom of the mode stack (how torch's own
 # set_default_device works) sees every torch call and could rewrite each
 # device argument. We measured it here and chose plain wrappers instead:

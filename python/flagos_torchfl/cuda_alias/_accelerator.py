@@ -1,6 +1,7 @@
 """torch.accelerator under the alias: one identity, "cuda", for the code that asks.
 
 Note [One accelerator identity under the alias]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 Frameworks decide "which accelerator, which collective" from
 torch.accelerator.current_accelerator(), not from torch.cuda: accelerate's
 PartialState takes its device type from it and looks the collective up in a

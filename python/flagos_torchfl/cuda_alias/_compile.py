@@ -53,6 +53,7 @@ def _why_not() -> str:
 
 
 # Note [Compile modes without CUDA graphs]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # "reduce-overhead" and "max-autotune" turn on inductor's CUDA graphs, whose
 # checks trust torch.cuda.is_available() (True under the alias) and then call
 # CUDA-only bindings (AttributeError: torch._C has no attribute

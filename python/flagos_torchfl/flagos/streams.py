@@ -48,6 +48,7 @@ class Stream(torch.Stream):
 
 
 # Note [Events are plain torch.Events]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # torch's C code accepts only objects whose type is exactly torch.Event in
 # Event.elapsed_time(other) and Stream.record_event(event), so a subclass
 # would break timing. torch.flagos.Event therefore builds plain torch.Events

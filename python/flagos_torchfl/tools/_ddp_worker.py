@@ -4,13 +4,18 @@
         --model SPEC --out RESULT.json [--backend NAME] [--steps 20] [--warmup 3] [--lr 0.05]
 
 Rank r uses device flagos:<local rank> and the fccl backend
-(init_process_group(backend=None, device_id=...)). Note [Level 4 shards]: rank r
-trains on the model's example inputs with its own deterministic perturbation
-(rank 0: none), so one DDP step averages N different gradients; rank 0 checks
-them against one CPU process computing the mean loss over all N shards (the
-combined batch). Then rank 0 alone times non-distributed training steps while
-the others wait, and every rank times the same steps under DDP: the ratio of
-samples/s is the scaling. Rank 0 writes the result as JSON to --out.
+(init_process_group(backend=None, device_id=...)).
+
+Note [Level 4 shards]
+~~~~~~~~~~~~~~~~~~~~~
+Rank r trains on the model's example inputs with its own deterministic
+perturbation (rank 0: none), so one DDP step averages N different gradients;
+rank 0 checks them against one CPU process computing the mean loss over all N
+shards (the combined batch).
+
+Then rank 0 alone times non-distributed training steps while the others wait,
+and every rank times the same steps under DDP: the ratio of samples/s is the
+scaling. Rank 0 writes the result as JSON to --out.
 """
 
 from __future__ import annotations

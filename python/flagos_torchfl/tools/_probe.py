@@ -2,6 +2,7 @@
 (`flagos-torchfl ops --probe`).
 
 Note [Probed tiers]
+~~~~~~~~~~~~~~~~~~~
 `ops` predicts one tier per overload from the kernel tables (Note [Predicted
 tier]), but a native kernel may decline a dtype at run time
 (FLAGOS_ERROR_NOT_SUPPORTED) and the call then takes another tier: the

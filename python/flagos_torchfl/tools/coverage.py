@@ -6,13 +6,18 @@ each would take on each backend.
 
 The model runs once, forward and backward, under a TorchDispatchMode that
 counts every ATen overload (after autograd and CompositeImplicitAutograd
-decompositions). Note [Recorded on the device]: the run happens on the
-flagos device whenever the backend comes up, so the overloads are the ones
-the device dispatches: on CPU, scaled_dot_product_attention picks
-_scaled_dot_product_flash_attention_for_cpu, a kernel flagos never sees (it
-takes the math path), and counting it made `--fail-on fallback` fail a model
-that runs with no fallback. Without a backend the run is on CPU, and the
-report says so. Each overload is then looked up in a support list
+decompositions).
+
+Note [Recorded on the device]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+The run happens on the flagos device whenever the backend comes up, so the
+overloads are the ones the device dispatches: on CPU,
+scaled_dot_product_attention picks _scaled_dot_product_flash_attention_for_cpu,
+a kernel flagos never sees (it takes the math path), and counting it made
+`--fail-on fallback` fail a model that runs with no fallback. Without a
+backend the run is on CPU, and the report says so.
+
+Each overload is then looked up in a support list
 (`flagos-torchfl ops --json`; Note [Predicted tier] in ops.py); one outside
 the catalog takes the tier its PrivateUse1 dispatch entry gives: the core's
 own kernel ("core"), ATen's composite kernel ("decomposition"), or the host

@@ -153,6 +153,7 @@ def _classifier(out) -> bool:
 
 
 # Note [Judged against CPU's own noise]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # A fixed tolerance fails models that flagos computes correctly: some models
 # amplify rounding (batch norm over a handful of values, deep residual
 # stacks), so CPU differs from itself by more than 1e-3 in the loss within a
