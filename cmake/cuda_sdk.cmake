@@ -1,5 +1,5 @@
 # The CUDA SDK's headers and NVRTC, for the cuda plugin (backends/cuda) and
-# the tests that compile the generator's CUDA C (tests/cpp/kernels). Nothing
+# the tests that compile the generator's CUDA C (tests/cpp/jit_gen). Nothing
 # here is linked: the plugin opens libcuda.so.1, NVRTC, cuBLASLt, cuDNN and
 # NCCL at run time, so it builds on a machine without a GPU or driver.
 #

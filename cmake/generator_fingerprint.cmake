@@ -1,9 +1,9 @@
 # Writes OUT (a header defining FLAGOS_GENERATOR_FINGERPRINT) from the SHA-256
 # of the files in SOURCES (';'-separated), rewriting it only when the value
-# changes. Run at build time (csrc/kernels/CMakeLists.txt), so that editing
+# changes. Run at build time (csrc/jit/gen/CMakeLists.txt), so that editing
 # any generator source changes the on-disk kernel cache's file keys: cached
 # binaries of an older generator are never loaded by a newer one
-# (Note [Kernel cache files], csrc/kernels/disk_store.h).
+# (Note [Kernel cache files], csrc/jit/gen/disk_store.h).
 set(all "")
 foreach(f IN LISTS SOURCES)
   file(SHA256 "${f}" h)

@@ -1,7 +1,7 @@
 # The operator catalog bridge: generated from ops/catalog.yaml at build time
-# against the installed torch (codegen/gen_catalog.py), plus the hand-written
-# bridge in csrc/dispatch/semantic/. Included by csrc/CMakeLists.txt when
-# FLAGOS_ENABLE_CATALOG is ON. Nothing generated is committed.
+# against the installed torch (codegen/gen_catalog.py); the hand-written
+# bridge (csrc/dispatch/bridge/) is compiled by csrc/CMakeLists.txt. Included
+# there when FLAGOS_ENABLE_CATALOG is ON. Nothing generated is committed.
 set(FLAGOS_CATALOG_YAML ${CMAKE_SOURCE_DIR}/ops/catalog.yaml)
 set(FLAGOS_CATALOG_GEN ${CMAKE_SOURCE_DIR}/codegen/gen_catalog.py)
 set(FLAGOS_CATALOG_OUT ${CMAKE_BINARY_DIR}/generated/catalog)
@@ -21,11 +21,7 @@ add_custom_command(
 add_custom_target(flagos_catalog_gen DEPENDS
   ${FLAGOS_CATALOG_OUT}/catalog_table.cpp ${FLAGOS_CATALOG_OUT}/include/flagos/ops.h)
 
-file(GLOB FLAGOS_SEMANTIC_SOURCES CONFIGURE_DEPENDS
-  ${CMAKE_SOURCE_DIR}/csrc/dispatch/semantic/*.cpp
-  # The extension interface's kernels share the generated tier's cache.
-  ${CMAKE_SOURCE_DIR}/csrc/extension/*.cpp)
-target_sources(flagos_C PRIVATE ${FLAGOS_SEMANTIC_SOURCES} ${FLAGOS_CATALOG_OUT}/catalog_table.cpp)
+target_sources(flagos_C PRIVATE ${FLAGOS_CATALOG_OUT}/catalog_table.cpp)
 target_include_directories(flagos_C PRIVATE ${FLAGOS_CATALOG_OUT}/include)
 target_compile_definitions(flagos_C PRIVATE FLAGOS_ENABLE_CATALOG=1)
 add_dependencies(flagos_C flagos_catalog_gen)

@@ -86,7 +86,7 @@ def main(argv=None):
         f"({samples_ok} samples equal to CPU, {samples_bad} not).",
         "",
         "Tiers: `native` = the backend's kernel; `generated` = a kernel from the kernel "
-        "generator (csrc/kernels); `decomposition` = ATen's composite kernel re-entering "
+        "generator (csrc/jit/gen); `decomposition` = ATen's composite kernel re-entering "
         "catalog ops; `fallback` = host fallback (CPU kernel on copies). Counts are calls "
         "during the sweep.",
         "",

@@ -2,6 +2,7 @@
 // compiler into a shared object, loaded with dlopen and launched on a stream.
 //
 // Note [Host C kernels]
+// ~~~~~~~~~~~~~~~~~~~~~
 // A kernel is `void NAME(void* const* args, uint64_t begin, uint64_t end)`
 // and computes work items [begin, end); args[k] points to a copy of the k-th
 // argument's value (compiler.h). kernelLaunch splits global[0] across the
@@ -19,10 +20,11 @@
 // same-named symbol of the process. -march=native (x86-64 only: other GCC
 // targets spell it -mcpu): the device is this CPU, and without it loops
 // vectorize for SSE2 and call the 4-wide vector math (Note [Vector math in
-// generated C], csrc/kernels/emit_c.cpp) where AVX-512 runs 16 lanes; and
+// generated C], csrc/jit/gen/emit_c.cpp) where AVX-512 runs 16 lanes; and
 // 512-bit vectors where the CPU has them (GCC's tuning for AVX-512 server
-// parts picks 256): 16M sigmoids 14.4-19.4 -> 12.8-13.5 ms, softmax rows
-// 18.6-21.2 -> 15.7-17.5 ms (2 threads, interleaved runs). No-op elsewhere.
+// parts picks 256), which made generated sigmoid and softmax rows faster
+// in interleaved runs (docs/benchmarks.md, "Measurements behind design
+// decisions"). No-op elsewhere.
 //
 // Binaries (programGetBinary) are the .so bytes behind a 32-byte header like
 // the opencl plugin's: magic "FLGOHCB1", payload size, FNV-1a of the payload,

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/semantic/generated_devices.h"
-#include "dispatch/semantic/generated_target.h"
+#include "jit/devices.h"
+#include "jit/target.h"
 #include "runtime/backend.h"
 #include "runtime/stream.h"
 

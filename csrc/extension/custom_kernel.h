@@ -1,6 +1,7 @@
 // User kernels from source: the extension interface (docs/extensions.md).
 //
 // Note [Custom kernels]
+// ~~~~~~~~~~~~~~~~~~~~~
 // A user kernel (a fused RMSNorm, a flash-attention forward) is compiled
 // through the active plugin's compiler table, like a generated kernel, and
 // kept in the same per-device kernel cache (kernel_cache.h): in memory, on
@@ -23,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kernel_cache.h"
+#include "jit/gen/kernel_cache.h"
 
 namespace flagos::extension {
 

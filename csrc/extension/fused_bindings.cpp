@@ -1,4 +1,4 @@
-// _C bindings of fused kernels (Note [Fused kernels], kernels/fused.h):
+// _C bindings of fused kernels (Note [Fused kernels], jit/gen/fused.h):
 // torch.compile's flagos backend (python/flagos_torchfl/inductor/) emits a
 // body, the active language's Dialect frames it, the compiler slot builds it
 // into the kernel cache; launches share _custom_kernel_launch.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "extension/custom_kernel.h"
-#include "kernels/fused.h"
+#include "jit/gen/fused.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;

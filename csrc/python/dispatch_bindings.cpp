@@ -1,8 +1,8 @@
 // _C bindings of the dispatch layer (contract: README.md in this folder).
 #include <pybind11/stl.h>
 
-#include "dispatch/host_fallback.h"
-#include "dispatch/op_stats.h"
+#include "dispatch/core/op_stats.h"
+#include "dispatch/tiers/host/host_fallback.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;

@@ -1,6 +1,7 @@
 // Random number generators of the flagos device.
 //
 // Note [Generators of the flagos device]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A flagos generator's state is what CUDA's is, and what torch's own
 // stacks expect of an accelerator: a 16-byte (seed: uint64, offset: uint64)
 // pair, Philox style. DTensor's random-op tracker reads and rewrites those
@@ -10,7 +11,7 @@
 //
 // Random operators with a generated kernel draw Philox4x32-10 blocks keyed
 // by the seed at counters offset + element index (Note [Random numbers on
-// the device], csrc/kernels/random.cpp); the bridge reads (seed, offset)
+// the device], csrc/jit/gen/random.cpp); the bridge reads (seed, offset)
 // and advances the offset under the lock (scalar_encoding.cpp). The others
 // run on the host (the host fallback): each call gets a CPU (mt19937)
 // generator whose whole

@@ -35,6 +35,7 @@ typedef int32_t flagosArgKind_t;
 #define FLAGOS_ARG_BYTES ((flagosArgKind_t)2)
 
 /* Note [Language "c"]
+ * ~~~~~~~~~~~~~~~~~~~
  * The source is one C99 translation unit that includes what it uses
  * (<stdint.h>, <math.h>; libm is linked). A kernel is a function with
  * external linkage:
@@ -54,6 +55,7 @@ typedef int32_t flagosArgKind_t;
  * (else FLAGOS_ERROR_NOT_SUPPORTED). */
 
 /* Note [Launch geometry]
+ * ~~~~~~~~~~~~~~~~~~~~~~
  * The core launches every generated kernel with an explicit local size:
  * the device's preferred_work_group_size, else min(256,
  * max_work_group_size) (device.h), or FLAGOS_WORK_GROUP_SIZE. Generated
@@ -64,7 +66,7 @@ typedef int32_t flagosArgKind_t;
  * waited for a compiler (and a size with a large prime factor ran in
  * work-groups of 1, which also defeats PoCL's vectorizer). One local size
  * means one work-group build per kernel. Reductions and row operators over
- * contiguous rows (csrc/kernels/reduce.cpp, Note [Reduction strategies])
+ * contiguous rows (csrc/jit/gen/reduce.cpp, Note [Reduction strategies])
  * give each row a segment of a work-group, synchronized with barriers:
  * their global size is a whole number of groups and their kernels require
  * that local size (reqd_work_group_size). */

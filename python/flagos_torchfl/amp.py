@@ -8,7 +8,7 @@
 What runs in lower precision under torch.autocast("flagos") is decided in
 two places:
 
-- the op lists: csrc/dispatch/autocast.cpp registers CUDA's lists for
+- the op lists: csrc/dispatch/core/autocast.cpp registers CUDA's lists for
   AutocastPrivateUse1 (matmul/conv family in the autocast dtype, numerically
   sensitive ops in float32, mixed inputs promoted). A policy can move single
   operators with fp32_ops / lower_precision_ops (Python kernels registered
@@ -68,7 +68,7 @@ class Policy:
         supported_dtypes: the dtypes autocast accepts on this backend.
         source: where `dtype` came from (backend default, FLAGOS_AMP_DTYPE, set_policy).
         op_lists: which op lists decide the precision per op ("cuda": CUDA's, as
-            registered in csrc/dispatch/autocast.cpp).
+            registered in csrc/dispatch/core/autocast.cpp).
         fp32_ops: operators forced to float32 under autocast (overrides).
         lower_precision_ops: operators forced to the autocast dtype (overrides).
     """
@@ -254,6 +254,7 @@ def _register_overrides(fp32_ops: tuple[str, ...], lower_ops: tuple[str, ...]) -
 # ------------------------------------------------------------ torch.autocast integration
 
 # Note [CUDA's autocast default]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # torch.autocast(device_type, dtype=None) resolves dtype=None through the
 # thread-local torch.get_autocast_dtype(device_type), which for PrivateUse1
 # is float16 in every thread until someone sets it. We resolve it from the

@@ -1,5 +1,5 @@
 """FLAGOS_AUTOCOMPARE: catalog calls on the device checked against ATen's CPU
-kernels (csrc/dispatch/semantic/autocompare.cpp, Note [Autocompare]).
+kernels (csrc/dispatch/bridge/autocompare.cpp, Note [Autocompare]).
 
 Every test runs in a fresh interpreter: the variables are read once per process.
 FLAGOS_AUTOCOMPARE_INJECT (testing only) perturbs one operator's device

@@ -1,4 +1,4 @@
-"""Composite kernels (Note [Composite kernels], csrc/dispatch/composite/):
+"""Composite kernels (Note [Composite kernels], csrc/dispatch/tiers/decomposition/):
 convolution as im2col + GEMM, batch/layer norm, nll/mse losses and
 embedding_dense_backward built from other catalog operators.
 

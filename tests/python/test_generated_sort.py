@@ -1,6 +1,6 @@
-"""Generated sort kernels (csrc/kernels/sort.cpp, Note [Sort kernels]): sort
+"""Generated sort kernels (csrc/jit/gen/sort.cpp, Note [Sort kernels]): sort
 and topk as rank sorts, argmax/argmin/max.dim/min.dim, and bilinear
-upsampling and its backward (csrc/kernels/window.cpp) on the generated tier,
+upsampling and its backward (csrc/jit/gen/window.cpp) on the generated tier,
 against CPU.
 
 Each backend runs one fresh interpreter with FLAGOS_OP_<ID>=generated for
@@ -8,7 +8,7 @@ these operators (host has native kernels for some of them), then asserts
 through ft.op_stats() that the generated tier ran them and the host
 fallback never did. Rows longer than the rank sort's limit (4096) are a
 multi-pass merge sort over scratch memory (Note [Long sorts] in
-csrc/kernels/sort.cpp), on the generated tier too.
+csrc/jit/gen/sort.cpp), on the generated tier too.
 """
 
 from __future__ import annotations

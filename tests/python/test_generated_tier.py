@@ -1,5 +1,5 @@
 """The generated tier: kernels from the generator through the kernel cache
-(Note [The generated tier] in csrc/dispatch/semantic/generated_tier.cpp).
+(Note [The generated tier] in csrc/dispatch/tiers/generated/tier.cpp).
 
 Each test runs in a fresh interpreter on a backend with a compiler table
 (host: the system C compiler; opencl: PoCL here) with its own FLAGOS_CACHE_DIR,

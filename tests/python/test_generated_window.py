@@ -1,4 +1,4 @@
-"""Generated window kernels (csrc/kernels/window.cpp, Note [Window kernels]):
+"""Generated window kernels (csrc/jit/gen/window.cpp, Note [Window kernels]):
 unfold/fold (im2col/col2im), max/avg/adaptive-avg pooling and their
 backwards on the generated tier, against CPU.
 

@@ -1,6 +1,6 @@
 """A flagos tensor combined with a CPU tensor raises CUDA's same-device error.
 
-Note [Tensors on one device] (csrc/dispatch/device_check.h). Before, `f + c`
+Note [Tensors on one device] (csrc/dispatch/core/device_check.h). Before, `f + c`
 ran silently on the host tier (`c + f` even returned a CPU tensor) and
 `c.add_(f)` died with a NotImplementedError from _copy_from_and_resize. The
 expected column is what PyTorch's CUDA kernels do with a cuda and a CPU tensor.

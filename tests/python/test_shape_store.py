@@ -1,4 +1,4 @@
-"""Note [Shape inference across processes] (csrc/dispatch/semantic/shape_store.h):
+"""Note [Shape inference across processes] (csrc/dispatch/shapes/shape_store.h):
 the bridge's shape inference results outlive the process. Each case runs
 fresh interpreters sharing one FLAGOS_CACHE_DIR on the host backend:
   - the first process writes the signatures it used; the next one loads

@@ -9,7 +9,7 @@ When the active plugin has a compiler slot, initialize() registers:
 - a SIMD scheduling whose kernels are flagos fused kernels (scheduling.py,
   kernel.py): inductor's fused pointwise and reduction loops become a body
   in a neutral C subset, framed in the plugin's language by the core's
-  Dialect (csrc/kernels/fused.h), compiled through the compiler slot into
+  Dialect (csrc/jit/gen/fused.h), compiled through the compiler slot into
   the kernel cache and launched through the ABI (runtime.py). Matmul,
   convolution and what inductor does not fuse stay extern calls to the
   eager flagos operators.

@@ -1,4 +1,4 @@
-"""torch dtypes in fused kernel bodies (Note [Fused kernel bodies], csrc/kernels/fused.h).
+"""torch dtypes in fused kernel bodies (Note [Fused kernel bodies], csrc/jit/gen/fused.h).
 
 Values compute in the type compute_type() names: 16-bit floats load into
 float and round only when stored, as inductor's other backends do.
@@ -92,7 +92,7 @@ def store(dtype: torch.dtype, ptr: str, index: str, value: object) -> str:
     return f"{ptr}[{index}] = ({_COMPUTE[dtype]})({value});"
 
 
-# Atomic adds a fused kernel can store (csrc/kernels/emit_*.cpp, FLAGOS_ATOMIC_ADD).
+# Atomic adds a fused kernel can store (csrc/jit/gen/emit_*.cpp, FLAGOS_ATOMIC_ADD).
 _ATOMIC = {torch.float32: "f", torch.float64: "d", torch.int32: "i32", torch.int64: "i64"}
 
 

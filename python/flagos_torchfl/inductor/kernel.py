@@ -3,7 +3,7 @@
 FlagosKernel is a SIMDKernel, as torch/_inductor/codegen/mps.py's MetalKernel
 is: inductor hands it loads, stores, pointwise ops and reductions over one
 pointwise range (``xindex``) and at most one reduction range (``r0_index``),
-and it writes a body in the neutral C subset that csrc/kernels/fused.h
+and it writes a body in the neutral C subset that csrc/jit/gen/fused.h
 defines. The active plugin's Dialect (C++) frames that body in OpenCL C or
 C, so nothing here knows a language's argument conventions.
 
@@ -527,11 +527,13 @@ class FlagosKernel(SIMDKernel):
             ws = "d" if wide == "double" else s
             mean, m2, weight = (self._accumulator(wide, "0") for _ in range(3))
             if reduction_type == "welford_reduce":
-                # Note [Shifted sums]: a work item's elements as sums of their
-                # distance to its first element (mean and M2 follow after the
-                # loop): no division per element, unlike Welford's update, so
-                # the loop vectorizes. The first element's distance to the
-                # mean multiplies the sums' rounding error, which double keeps
+                # Note [Shifted sums]
+                # ~~~~~~~~~~~~~~~~~~~
+                # A work item's elements as sums of their distance to its
+                # first element (mean and M2 follow after the loop): no
+                # division per element, unlike Welford's update, so the loop
+                # vectorizes. The first element's distance to the mean
+                # multiplies the sums' rounding error, which double keeps
                 # below float32's own (test_compile.py: rows whose first
                 # element is 5 sigma out, offsets up to 1e4). Layer norm
                 # 4096x1024: host 15.9 -> 3.9 ms, opencl 15.2 -> 10.3 ms.
@@ -630,6 +632,7 @@ class FlagosKernel(SIMDKernel):
         return f"{tree.prefix}numel"
 
     # Note [Reduction layouts of fused kernels]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
     # Measured on PoCL (2 cores, AVX-512), compiled softmax / layer norm /
     # RMS norm over rows of 32, 64 and 1024 floats: a work-group per row of
     # 256 lanes ran 2-6x slower than 16-lane segments, 16 rows to a work-group
@@ -660,7 +663,7 @@ class FlagosKernel(SIMDKernel):
         One row a work-group where the kernel reads and writes one buffer: a
         segment past the last row must then not touch it at all, and PoCL 3.1
         was seen to run guarded stores of items past the work (Note
-        [Reduction strategies] in csrc/kernels/reduce.cpp).
+        [Reduction strategies] in csrc/jit/gen/reduce.cpp).
         """
         if self.args.inplace_buffers:
             return 1

@@ -23,14 +23,15 @@ from typing import Any
 from ._output import add_output_arguments, render, write_json
 
 # Note [Predicted tier]
-# The bridge (csrc/dispatch/semantic/bridge.cpp, Note [The semantic bridge])
+# ~~~~~~~~~~~~~~~~~~~~~
+# The bridge (csrc/dispatch/bridge/bridge.cpp, Note [The semantic bridge])
 # tries native, generated, decomposition, host. Without running anything we
 # predict: route "fallback" -> fallback; a native kernel for the semantic ID
 # (and a route that allows it: not "generated") -> native; a generator recipe
 # on a backend with a compiler table -> generated (not for a functional or
 # out= overload where the generator takes in-place calls only: opencl's
 # atomic scatters, kernels::inPlaceOnly); our composite for the ID
-# (csrc/dispatch/composite/, functional and out= overloads) -> decomposition;
+# (csrc/dispatch/tiers/decomposition/, functional and out= overloads) -> decomposition;
 # else the overload's composite kernel when ATen has one and the catalog does
 # not forbid it (decompose: false) -> decomposition; else fallback. A
 # structured functional/in-place overload (add.Tensor, exp_) decomposes into

@@ -1,0 +1,181 @@
+// Note [Argument checks the meta kernels skip]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The bridge learns shapes and dtypes from the meta kernels, which check
+// most bad arguments (Note [Argument errors come from the CPU]). A few of
+// CPU's checks live in its compute kernels instead, so a call that the CPU
+// refuses ran on the device and returned a value (PyTorch's device-generic
+// tests: test_binary_ufuncs, test_reductions):
+//   - pow of an integer tensor to a negative integer scalar (CPU: "Integers
+//     to negative integer powers are not allowed.", where we returned 0);
+//   - all/any into an out= tensor that is neither bool nor uint8;
+//   - var/std with a correction >= the sample size: CPU warns "degrees of
+//     freedom is <= 0" (and returns inf/NaN, as we do);
+//   - sub/rsub with a bool operand: PyTorch's meta kernel checks two bool
+//     tensors, but not a bool tensor against a Python scalar (x - True),
+//     nor one bool operand; CPU's sub_check refuses every such call;
+//   - add/sub with an alpha the result type cannot hold (a float alpha for
+//     integer or bool operands, a complex one for real operands, a bool
+//     one for non-bool): CPU's alpha_check, which the meta kernels skip
+//     for some operand types (bool + bool, alpha=1.1);
+//   - neg, round and bitwise_not into an out= of another dtype: CPU's
+//     unary TensorIterator requires all dtypes equal ("Found dtype Double
+//     but expected Float"); their Python meta kernels do not check;
+//   - index_put_ with values on another device (CPU values into a flagos
+//     tensor): indexing operators skip the common-device check (their
+//     indices may be CPU tensors), and the values were copied silently;
+//     CUDA refuses them unless they are a 0-dim CPU scalar.
+// These run before every tier, so each tier behaves as the CPU does. Only
+// checks that need no tensor data: pow with a tensor exponent and integer
+// division by zero would need a device read.
+#include "dispatch/bridge/argument_checks.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/op_registration/adaption.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+
+namespace flagos::semantic {
+namespace {
+
+// pow.Tensor_Scalar(self, exponent) and its in-place/out forms.
+void powScalar(const OverloadSchema&, const c10::IValue* args) {
+  if (!args[0].isTensor() || !args[1].isScalar()) return;
+  const at::Scalar exponent = args[1].toScalar();
+  TORCH_CHECK(!(at::isIntegralType(args[0].toTensor().scalar_type(), /*includeBool=*/true) &&
+                exponent.isIntegral(/*includeBool=*/true) && exponent.toLong() < 0),
+              "Integers to negative integer powers are not allowed.");
+}
+
+// add/sub .Tensor/.Scalar, rsub.Tensor (self, other, alpha): CPU's alpha_check
+// against the common dtype of self and other.
+void alphaCheck(const c10::IValue* args) {
+  if (!args[0].isTensor() || !args[2].isScalar()) return;
+  const at::Scalar alpha = args[2].toScalar();
+  if (alpha.isIntegral(/*includeBool=*/false)) return;  // alpha=1: every dtype takes it
+  const at::Tensor& self = args[0].toTensor();
+  at::ScalarType dtype;
+  if (args[1].isTensor())
+    dtype = at::result_type(self, args[1].toTensor());
+  else if (args[1].isScalar())
+    dtype = at::result_type(self, args[1].toScalar());
+  else
+    return;
+  TORCH_CHECK(!alpha.isBoolean() || dtype == at::kBool,
+              "Boolean alpha only supported for Boolean results.");
+  TORCH_CHECK(at::isFloatingType(dtype) || at::isComplexType(dtype) ||
+                  alpha.isIntegral(/*includeBool=*/true),
+              "For integral input tensors, argument alpha must not be a floating point number.");
+  TORCH_CHECK(at::isComplexType(dtype) || !alpha.isComplex(),
+              "For non-complex input tensors, argument alpha must not be a complex number.");
+}
+
+void addCheck(const OverloadSchema&, const c10::IValue* args) {
+  alphaCheck(args);
+}
+
+// sub.Tensor / sub.Scalar / rsub.Tensor (self, other, alpha): CPU's sub_check.
+void subCheck(const OverloadSchema&, const c10::IValue* args) {
+  if (!args[0].isTensor()) return;
+  const bool self_bool = args[0].toTensor().scalar_type() == at::kBool;
+  bool other_bool = false;
+  if (args[1].isTensor())
+    other_bool = args[1].toTensor().scalar_type() == at::kBool;
+  else if (args[1].isScalar())
+    other_bool = args[1].toScalar().isBoolean();
+  else
+    return;
+  TORCH_CHECK(!self_bool || !other_bool,
+              "Subtraction, the `-` operator, with two bool tensors is not supported. "
+              "Use the `^` or `logical_xor()` operator instead.");
+  TORCH_CHECK(!self_bool && !other_bool,
+              "Subtraction, the `-` operator, with a bool tensor is not supported. "
+              "If you are trying to invert a mask, use the `~` or `logical_not()` operator "
+              "instead.");
+  alphaCheck(args);
+}
+
+// Unary operators CPU builds with check_all_same_dtype: out= of self's dtype.
+void sameDtypeOut(const OverloadSchema& schema, const c10::IValue* args) {
+  if (schema.kind != OutKind::Out || schema.outputs.empty() || !args[0].isTensor()) return;
+  const c10::IValue& out = args[schema.outputs.front()];
+  if (!out.isTensor()) return;
+  const at::ScalarType want = args[0].toTensor().scalar_type();
+  const at::ScalarType got = out.toTensor().scalar_type();
+  TORCH_CHECK(got == want, "Found dtype ", got, " but expected ", want);
+}
+
+// _index_put_impl_(self, indices, values, accumulate, unsafe).
+void indexPutValues(const OverloadSchema&, const c10::IValue* args) {
+  if (!args[0].isTensor() || !args[2].isTensor()) return;
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& values = args[2].toTensor();
+  if (!values.defined() || values.device() == self.device() ||
+      (values.dim() == 0 && values.is_cpu()))
+    return;
+  // The error every common-device check raises (device_check.cpp's too).
+  c10::impl::common_device_check_failure(self.device(), values, "index_put_", "values");
+}
+
+template <bool kAll>
+void allAny(const OverloadSchema& schema, const c10::IValue* args) {
+  if (schema.kind != OutKind::Out || schema.outputs.empty()) return;
+  const c10::IValue& out = args[schema.outputs.front()];
+  if (!out.isTensor()) return;
+  const at::ScalarType dtype = out.toTensor().scalar_type();
+  TORCH_CHECK(dtype == at::kBool || dtype == at::kByte, kAll ? "all" : "any",
+              " only supports bool tensor for result, got: ", dtype);
+}
+
+// var.correction / std.correction(self, dim, *, correction, keepdim) and out=.
+template <bool kStd>
+void varianceWarning(const OverloadSchema&, const c10::IValue* args) {
+  if (!args[0].isTensor()) return;
+  const at::Tensor& self = args[0].toTensor();
+  const double correction =
+      args[2].isScalar() ? args[2].toScalar().toDouble() : 1.0;  // None: Bessel's 1
+  int64_t n = 1;
+  if (args[1].isIntList() && !args[1].toIntList().empty()) {
+    for (int64_t d : args[1].toIntList()) {
+      const int64_t rank = std::max<int64_t>(self.dim(), 1);
+      if (d < -rank || d >= rank) return;  // the meta kernel raises
+      if (self.dim() > 0) n *= self.size(d < 0 ? d + rank : d);
+    }
+  } else {
+    n = self.numel();
+  }
+  if (static_cast<double>(n) - correction <= 0) {
+    TORCH_WARN(kStd ? "std" : "var",
+               "(): degrees of freedom is <= 0. Correction should be strictly less than the "
+               "reduction factor (input numel divided by output numel).");
+  }
+}
+
+}  // namespace
+
+ArgumentCheck argumentCheckFor(const OpSpec& spec) {
+  static const struct {
+    const char* id;
+    ArgumentCheck check;
+  } kChecks[] = {
+      {"pow_scalar", powScalar},
+      {"all", allAny<true>},
+      {"any", allAny<false>},
+      {"var", varianceWarning<false>},
+      {"std", varianceWarning<true>},
+      {"sub", subCheck},
+      {"sub_scalar", subCheck},
+      {"rsub", subCheck},
+      {"add", addCheck},
+      {"add_scalar", addCheck},
+      {"neg", sameDtypeOut},
+      {"round", sameDtypeOut},
+      {"bitwise_not", sameDtypeOut},
+      {"index_put", indexPutValues},
+  };
+  for (const auto& c : kChecks)
+    if (std::strcmp(c.id, spec.id) == 0) return c.check;
+  return nullptr;
+}
+
+}  // namespace flagos::semantic

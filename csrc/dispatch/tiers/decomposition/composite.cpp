@@ -1,0 +1,41 @@
+// The table of composite kernels by semantic ID (Note [Composite kernels]).
+#include <string>
+#include <unordered_map>
+
+#include "dispatch/tiers/decomposition/composite.h"
+
+namespace flagos::composite {
+namespace {
+
+std::unordered_map<std::string, Composite>& table() {
+  static std::unordered_map<std::string, Composite> t;
+  return t;
+}
+
+void add(const char* id, CompositeFn fn, bool in_place) {
+  table().emplace(id, Composite{fn, in_place});
+}
+
+}  // namespace
+
+const Composite* findComposite(const char* id) {
+  static const bool filled = [] {
+    addConvolutionComposites(add);
+    addNormalizationComposites(add);
+    addLossComposites(add);
+    addEmbeddingComposites(add);
+    addIndexComposites(add);
+    addAdvancedIndexComposites(add);
+    addReductionComposites(add);
+    addGemmComposites(add);
+    addPointwiseComposites(add);
+    addOptimizerComposites(add);
+    addRandomComposites(add);
+    return true;
+  }();
+  (void)filled;
+  auto it = table().find(id);
+  return it == table().end() ? nullptr : &it->second;
+}
+
+}  // namespace flagos::composite

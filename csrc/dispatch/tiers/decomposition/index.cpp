@@ -1,0 +1,102 @@
+// Functional scatters and roll from in-place and shape operators (Note
+// [Composite kernels]). A backend may only generate the in-place scatter
+// (opencl: one kernel cannot copy self and then scatter in parallel), so
+// the functional forms clone self and scatter into the clone; roll is a
+// cat of two slices per rolled dim.
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "dispatch/tiers/decomposition/composite.h"
+#include "dispatch/tiers/decomposition/stack_args.h"
+
+namespace flagos::composite {
+namespace {
+
+bool onDevice(const at::Tensor& t) {
+  return t.defined() && t.device().is_privateuseone();
+}
+
+bool indexLike(const at::Tensor& index, const at::Tensor& self, bool int32_ok) {
+  return index.defined() && index.device() == self.device() &&
+         (index.scalar_type() == at::kLong || (int32_ok && index.scalar_type() == at::kInt));
+}
+
+// scatter.src / scatter.value / scatter_add (self, dim, index, src|value)
+// and index_add (self, dim, index, source, alpha) -> a scattered copy.
+enum class Scatter { Src, Value, Add, IndexAdd };
+
+template <Scatter kKind>
+bool scatterCopy(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = kKind == Scatter::IndexAdd ? 5 : 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isInt() || !a[2].isTensor()) return false;
+  const at::Tensor self = a[0].toTensor(), index = a[2].toTensor();
+  const int64_t dim = a[1].toInt();
+  if (!onDevice(self) || !indexLike(index, self, kKind == Scatter::IndexAdd)) return false;
+  if (kKind != Scatter::Value && !(a[3].isTensor() && a[3].toTensor().device() == self.device()))
+    return false;
+  at::Tensor out = self.clone();
+  switch (kKind) {
+    case Scatter::Src:
+      out.scatter_(dim, index, a[3].toTensor());
+      break;
+    case Scatter::Value:
+      out.scatter_(dim, index, a[3].toScalar());
+      break;
+    case Scatter::Add:
+      out.scatter_add_(dim, index, a[3].toTensor());
+      break;
+    case Scatter::IndexAdd:
+      out.index_add_(dim, index, a[3].toTensor(), a[4].toScalar());
+      break;
+  }
+  replaceArgs(stack, kArgs, {out});
+  return true;
+}
+
+// @p t rolled by @p shift along @p dim: the last `shift` slices first.
+at::Tensor rollDim(const at::Tensor& t, int64_t shift, int64_t dim) {
+  const int64_t n = t.size(dim);
+  const int64_t s = n == 0 ? 0 : ((shift % n) + n) % n;
+  if (s == 0) return t;
+  return at::cat({t.narrow(dim, n - s, s), t.narrow(dim, 0, n - s)}, dim);
+}
+
+// roll(self, shifts, dims) -> Tensor
+bool roll(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 3;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isIntList() || !a[2].isIntList()) return false;
+  const at::Tensor self = a[0].toTensor();
+  const std::vector<int64_t> shifts = a[1].toIntVector(), dims = a[2].toIntVector();
+  if (!onDevice(self) || self.dim() == 0) return false;
+  at::Tensor out;
+  if (dims.empty()) {  // roll the flattened tensor
+    if (shifts.size() != 1) return false;
+    out = rollDim(self.reshape({-1}), shifts[0], 0).reshape(self.sizes());
+  } else {
+    if (shifts.size() != dims.size()) return false;
+    for (int64_t d : dims)
+      if (d < -self.dim() || d >= self.dim()) return false;  // CPU raises
+    out = self;
+    for (size_t i = 0; i < dims.size(); ++i)
+      out = rollDim(out, shifts[i], dims[i] < 0 ? dims[i] + self.dim() : dims[i]);
+  }
+  // A new tensor even when nothing moved (rollDim then returns a view).
+  if (out.is_alias_of(self)) out = out.clone(at::MemoryFormat::Contiguous);
+  replaceArgs(stack, kArgs, {out});
+  return true;
+}
+
+}  // namespace
+
+void addIndexComposites(Register add) {
+  add("scatter_src", scatterCopy<Scatter::Src>, false);
+  add("scatter_value", scatterCopy<Scatter::Value>, false);
+  add("scatter_add", scatterCopy<Scatter::Add>, false);
+  add("index_add", scatterCopy<Scatter::IndexAdd>, false);
+  add("roll", roll, false);
+}
+
+}  // namespace flagos::composite
