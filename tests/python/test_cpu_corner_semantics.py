@@ -410,3 +410,85 @@ def test_indexing_an_empty_dim_is_cpus_index_error():
     for device in ("cpu", DEV):
         with pytest.raises(IndexError, match="for dimension with size 0"):
             torch.empty(2, 0, device=device)[:, [0]]
+
+
+# --- test_tensor_creation_ops and test_reductions (this round) --------------
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda dev: torch.kaiser_window(6, device=dev),
+        lambda dev: torch.kaiser_window(7, False, device=dev, dtype=torch.float64),
+        lambda dev: torch.kaiser_window(5, True, 3.5, device=dev, dtype=torch.float16),
+        lambda dev: torch.mode(
+            torch.tensor([[1.0, 2.0, 2.0], [3.0, 3.0, 1.0]], device=dev),
+            1,
+            out=(torch.empty(0, device=dev), torch.empty(0, dtype=torch.long, device=dev)),
+        ),
+    ],
+    ids=["kaiser_window", "kaiser_window_periodic", "kaiser_window_beta", "mode_out"],
+)
+def test_composites_that_refuse_the_device_run(call):
+    """Note [Composite kernels that refuse the device]: kaiser_window raised
+    "DispatchStub: missing kernel for flagos", mode(out=) "mode only
+    supports CPU, CUDA and XPU device type"."""
+    got, want = call(DEV), call("cpu")
+    if isinstance(want, tuple):
+        for g, w in zip(got, want, strict=True):
+            same(g, w)
+    else:
+        same(got, want)
+
+
+def test_arange_into_a_narrowed_out_keeps_its_shape():
+    """CPU fills an out= of the right element count in row-major order; ours
+    resized it to 1-D (a narrowed 2-D view got the wrong values)."""
+    x, y = torch.zeros(2, 3, device=DEV), torch.zeros(2, 3)
+    torch.arange(0, 4, out=x.narrow(1, 1, 2))
+    torch.arange(0, 4, out=y.narrow(1, 1, 2))
+    same(x, y)
+
+
+@pytest.mark.parametrize(
+    "dtype, bounds, words",
+    [
+        (torch.float32, (1.0, 0.0), "uniform_ expects to return a \\[from, to\\) range"),
+        (torch.float16, (-60000.0, 60000.0), "uniform_ expects to-from <="),
+        (torch.float16, (0.0, 1e6), "to is out of bounds for"),
+        (torch.float32, (-1e39, 0.0), "from is out of bounds for"),
+    ],
+    ids=["reversed", "wider_than_the_dtype", "to_beyond_half", "from_beyond_float"],
+)
+def test_uniform_bounds_raise_as_on_cpu(dtype, bounds, words):
+    """CPU's uniform_impl_ checks; the generated kernel drew from the range."""
+    with pytest.raises(RuntimeError, match=words):
+        torch.empty(4, dtype=dtype).uniform_(*bounds)
+    with pytest.raises(RuntimeError, match=words):
+        torch.empty(4, dtype=dtype, device=DEV).uniform_(*bounds)
+
+
+@pytest.mark.parametrize("dtype", [torch.long, torch.float32, torch.float16], ids=str)
+def test_randperm_out_draws_the_factorys_numbers(dtype):
+    """randperm(n, out=) took the host fallback (CPU's algorithm over the
+    CPU-compatible state), so it gave other numbers than randperm(n)."""
+    for n in (5, 100):
+        state = torch.flagos.get_rng_state()
+        want = torch.randperm(n, dtype=dtype, device=DEV)
+        torch.flagos.set_rng_state(state)
+        got = torch.empty(0, dtype=dtype, device=DEV)
+        torch.randperm(n, out=got)
+        same(got, want.cpu())
+        assert sorted(got.cpu().long().tolist()) == list(range(n))
+
+
+def test_randint_over_a_wide_range_is_uniform():
+    """A range of 0.75 * 2^32 reduced from 32 random bits gave its low third
+    twice the weight; ATen takes 64 bits from a range of 2^28 on
+    (test_reductions' test_randint_distribution, with its bound)."""
+    torch.manual_seed(0)
+    size, n_max, bins = 1_000_000, int(0.75 * 2**32), 8
+    drawn = torch.randint(n_max, (size,), device=DEV).cpu()
+    hist = torch.bincount(drawn // (n_max // bins), minlength=bins).double()
+    expected = size / bins
+    assert (hist - expected).abs().max() / expected < 3 / expected**0.5

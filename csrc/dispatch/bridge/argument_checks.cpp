@@ -23,17 +23,22 @@
 //   - index_put_ with values on another device (CPU values into a flagos
 //     tensor): indexing operators skip the common-device check (their
 //     indices may be CPU tensors), and the values were copied silently;
-//     CUDA refuses them unless they are a 0-dim CPU scalar.
+//     CUDA refuses them unless they are a 0-dim CPU scalar;
+//   - uniform_ with from > to, to - from beyond the dtype's max, or a
+//     bound outside the dtype (CPU's uniform_impl_ checks; the generated
+//     kernel drew numbers from the reversed range).
 // These run before every tier, so each tier behaves as the CPU does. Only
 // checks that need no tensor data: pow with a tensor exponent and integer
 // division by zero would need a device read.
 #include "dispatch/bridge/argument_checks.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <ATen/core/op_registration/adaption.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
+#include <limits>
 
 namespace flagos::semantic {
 namespace {
@@ -151,6 +156,27 @@ void varianceWarning(const OverloadSchema&, const c10::IValue* args) {
   }
 }
 
+// uniform_(self, from, to, generator): ATen's uniform_impl_ checks the
+// bounds against self's dtype before any kernel runs.
+void uniformBounds(const OverloadSchema&, const c10::IValue* args) {
+  if (!args[0].isTensor() || !args[1].isDouble() || !args[2].isDouble()) return;
+  const at::Tensor& self = args[0].toTensor();
+  if (!at::isFloatingType(self.scalar_type())) return;
+  const double from = args[1].toDouble(), to = args[2].toDouble();
+  double lowest = 0, max = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "uniform_", [&] {
+    lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
+    max = static_cast<double>(std::numeric_limits<scalar_t>::max());
+  });
+  TORCH_CHECK(from >= lowest && from <= max, "from is out of bounds for ", self.dtype());
+  TORCH_CHECK(to >= lowest && to <= max, "to is out of bounds for ", self.dtype());
+  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
+              " > to=", to);
+  TORCH_CHECK(to - from <= max, "uniform_ expects to-from <= std::numeric_limits<",
+              c10::toString(self.scalar_type()), ">::max(), but found to=", to, " and from=", from,
+              " which result in to-from to exceed the limit");
+}
+
 }  // namespace
 
 ArgumentCheck argumentCheckFor(const OpSpec& spec) {
@@ -172,6 +198,7 @@ ArgumentCheck argumentCheckFor(const OpSpec& spec) {
       {"round", sameDtypeOut},
       {"bitwise_not", sameDtypeOut},
       {"index_put", indexPutValues},
+      {"uniform", uniformBounds},
   };
   for (const auto& c : kChecks)
     if (std::strcmp(c.id, spec.id) == 0) return c.check;

@@ -19,6 +19,7 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/is_set_to_native.h>
+#include <ATen/ops/randperm.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
@@ -27,6 +28,8 @@
 #include <torch/library.h>
 
 #include "dispatch/core/op_stats.h"
+#include "dispatch/tiers/decomposition/composite.h"
+#include "dispatch/tiers/host/host_fallback.h"
 #include "runtime/allocator.h"
 #include "runtime/stream.h"
 
@@ -199,13 +202,41 @@ at::Tensor& arangeOut(const c10::Scalar& start, const c10::Scalar& end, const c1
   FLAGOS_RECORD_OP("aten::arange.start_out", Tier::Core);
   at::Tensor host = at::empty({0}, out.options().device(c10::kCPU));
   at::arange_out(host, start, end, step);
-  if (out.sizes() != host.sizes()) out.resize_(host.sizes());
-  out.copy_(host);
+  // As CPU's arange_out: an out= of the right element count keeps its shape
+  // and strides (a narrowed 2-D view is filled in row-major order); only a
+  // wrong count resizes it to 1-D.
+  if (out.numel() != host.numel()) out.resize_(host.sizes());
+  out.copy_(host.view(out.sizes()));
+  return out;
+}
+
+// randperm(n, generator, out=) (and randperm.out, ATen's composite over
+// it): where the randperm composite takes the call (its dtypes and sizes),
+// the factory randperm(n, generator, dtype=out's, device=out's) and one
+// device copy into out, so the out= form draws the numbers the factory
+// draws from the same generator state, as on CPU and CUDA; the host
+// fallback's CPU algorithm gave other numbers. The rest run on the host as
+// the factory's do (through the factory they would come back here: CPU's
+// randperm calls randperm_out on a tensor of the factory's device).
+at::Tensor& randpermOut(int64_t n, std::optional<at::Generator> generator, at::Tensor& out) {
+  if (!composite::randpermComposes(out.scalar_type(), n)) {
+    static const c10::OperatorHandle op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("aten::randperm", "generator_out");
+    FLAGOS_RECORD_OP("aten::randperm.generator_out", Tier::Fallback);
+    torch::jit::Stack stack{c10::IValue(n), c10::IValue(generator), c10::IValue(out)};
+    runOnHost(op, &stack);
+    return out;
+  }
+  FLAGOS_RECORD_OP("aten::randperm.generator_out", Tier::Core);
+  at::Tensor drawn = at::randperm(n, generator, out.options());
+  out.resize_({n});  // as CPU's randperm_out
+  out.copy_(drawn);
   return out;
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("arange.start_out", TORCH_FN(arangeOut));
+  m.impl("randperm.generator_out", TORCH_FN(randpermOut));
   m.impl("empty.memory_format", TORCH_FN(empty));
   m.impl("empty_strided", TORCH_FN(emptyStrided));
   m.impl("as_strided", TORCH_FN(asStrided));

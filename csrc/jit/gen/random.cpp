@@ -23,7 +23,8 @@
 //    (float64: the two 53-bit uniforms): sqrt(-2 log u1) cos(2 pi u2);
 //  - Bernoulli(p): w0 >> 8 < p * 2^24 (exact: no rounding in the compare);
 //  - integers: ATen's range reduction, w0 % range (w0 w1 as 64 bits when
-//    the range or the dtype needs them).
+//    the range or the dtype needs them: random_(from, to) from a range of
+//    2^28 on, as ATen's uniform_int_from_to).
 //
 // Bit-identical results need identical arithmetic on every compiler: the
 // helpers below use only +, -, *, / and sqrt (correctly rounded: C,
@@ -498,8 +499,10 @@ std::string randomBody(const Recipe& r, const Signature& sig, bool baked, const 
       break;
     }
     case RandomOp::RandomFromTo:
+      // ATen's uniform_int_from_to: 64 random bits from a range of 2^28 on
+      // (32 bits leave up to 2^28 / 2^32 of skew), else w0 alone.
       s << "  const FLAGOS_U64 range = (FLAGOS_U64)s1 - (FLAGOS_U64)s0;\n"
-        << "  const FLAGOS_U64 r = range >= ((FLAGOS_U64)1 << 32)\n"
+        << "  const FLAGOS_U64 r = range >= ((FLAGOS_U64)1 << 28)\n"
         << "      ? ((((FLAGOS_U64)w.v0 << 32) | w.v1) % range) : (FLAGOS_U64)(w.v0 % "
            "(FLAGOS_U32)range);\n";
       value = "(" + i64 + ")((FLAGOS_U64)s0 + r)";

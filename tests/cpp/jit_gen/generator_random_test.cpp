@@ -127,6 +127,22 @@ TEST(RandomGenerated, BernoulliDropoutAndIntegersAreTheStream) {
       runC(*ints, {&r}, {}, withGenerator({intScalar(-7), intScalar(1000)}), Variant::Generic));
   for (int64_t i = 0; i < 500; ++i)
     ASSERT_EQ((int64_t)r.get(i), (int64_t)(at(kSeed, kOffset + i).w[0] % 1007u) - 7) << i;
+
+  // From a range of 2^28 on, 64 bits (w0 w1), as ATen's uniform_int_from_to:
+  // 32 bits % 0.75 * 2^32 gave the low third of the range twice the weight.
+  const int64_t wide = (int64_t{3} << 30);  // 0.75 * 2^32
+  ASSERT_TRUE(
+      runC(*ints, {&r}, {}, withGenerator({intScalar(0), intScalar(wide)}), Variant::Generic));
+  for (int64_t i = 0; i < 500; ++i) {
+    const Block b = at(kSeed, kOffset + i);
+    const uint64_t w64 = (uint64_t{b.w[0]} << 32) | b.w[1];
+    ASSERT_EQ((int64_t)r.get(i), (int64_t)(w64 % (uint64_t)wide)) << i;
+  }
+  const int64_t narrow = (int64_t{1} << 28) - 1;  // below the threshold: w0 alone
+  ASSERT_TRUE(
+      runC(*ints, {&r}, {}, withGenerator({intScalar(0), intScalar(narrow)}), Variant::Generic));
+  for (int64_t i = 0; i < 500; ++i)
+    ASSERT_EQ((int64_t)r.get(i), (int64_t)(at(kSeed, kOffset + i).w[0] % (uint32_t)narrow)) << i;
 }
 
 TEST(RandomGenerated, NormalsAreBoxMullerOnThePair) {

@@ -37,6 +37,10 @@ struct Composite {
   bool in_place = false;
 };
 
+// Whether the randperm composite takes randperm(n) of @p dtype (random.cpp);
+// the rest, which CPU may refuse, take the host tier.
+bool randpermComposes(at::ScalarType dtype, int64_t n);
+
 // The composite for semantic operator @p id, or nullptr.
 const Composite* findComposite(const char* id);
 

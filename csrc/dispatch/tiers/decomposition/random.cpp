@@ -86,19 +86,9 @@ bool normalTensor(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
-// randperm(n, dtype, layout, device, pin_memory) and randperm.generator(n,
-// generator, dtype, ...). Declines what CPU checks (n < 0, n beyond the
-// integers the dtype holds exactly), so the host tier raises its error.
-bool randperm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const size_t num_args = op.schema().arguments().size();
-  const c10::IValue* a = argsOf(*stack, num_args);
-  const size_t k = num_args == 6 ? 1 : 0;  // the generator's slot
-  if (!a || !a[0].isInt()) return false;
-  const c10::IValue &dtype_arg = a[1 + k], &device_arg = a[3 + k];
-  if (!device_arg.isDevice() || !device_arg.toDevice().is_privateuseone()) return false;
-  const at::ScalarType dtype =
-      dtype_arg.isNone() ? at::kLong : static_cast<at::ScalarType>(dtype_arg.toInt());
-  const int64_t n = a[0].toInt();
+}  // namespace
+
+bool randpermComposes(at::ScalarType dtype, int64_t n) {
   int64_t most = 0;  // the largest n the dtype numbers exactly
   switch (dtype) {
     case at::kLong:
@@ -119,7 +109,25 @@ bool randperm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     default:
       return false;  // small and 16-bit float types: the host tier
   }
-  if (n < 0 || n > most) return false;
+  return n >= 0 && n <= most;
+}
+
+namespace {
+
+// randperm(n, dtype, layout, device, pin_memory) and randperm.generator(n,
+// generator, dtype, ...). Declines what CPU checks (n < 0, n beyond the
+// integers the dtype holds exactly), so the host tier raises its error.
+bool randperm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t num_args = op.schema().arguments().size();
+  const c10::IValue* a = argsOf(*stack, num_args);
+  const size_t k = num_args == 6 ? 1 : 0;  // the generator's slot
+  if (!a || !a[0].isInt()) return false;
+  const c10::IValue &dtype_arg = a[1 + k], &device_arg = a[3 + k];
+  if (!device_arg.isDevice() || !device_arg.toDevice().is_privateuseone()) return false;
+  const at::ScalarType dtype =
+      dtype_arg.isNone() ? at::kLong : static_cast<at::ScalarType>(dtype_arg.toInt());
+  if (!randpermComposes(dtype, a[0].toInt())) return false;
+  const int64_t n = a[0].toInt();
   std::optional<at::Generator> gen;
   if (k == 1 && a[1].isGenerator()) gen = a[1].toGenerator();
   const at::TensorOptions options = at::TensorOptions().device(device_arg.toDevice());

@@ -213,6 +213,27 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&hostFallback>());
 }
 
+// Note [Composite kernels that refuse the device]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A few CompositeExplicitAutograd kernels refuse a device they do not know,
+// so the dispatcher never reaches the fallback and "never not implemented"
+// broke:
+//   - mode.values (torch.mode(..., out=)) checks the device type: "mode
+//     only supports CPU, CUDA and XPU device type, got: flagos";
+//   - kaiser_window.beta (every torch.kaiser_window) calls a DispatchStub
+//     that has kernels for CPU and CUDA only: "DispatchStub: missing kernel
+//     for flagos" (an internal assert).
+// They are registered for PrivateUse1 to the host fallback directly, which
+// runs them on CPU (a factory's device argument included) and moves the
+// results (tests/python/test_cpu_corner_semantics.py::
+// test_composites_that_refuse_the_device_run).
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&hostFallback>());
+  m.impl("kaiser_window", torch::CppFunction::makeFromBoxedFunction<&hostFallback>());
+  m.impl("kaiser_window.periodic", torch::CppFunction::makeFromBoxedFunction<&hostFallback>());
+  m.impl("kaiser_window.beta", torch::CppFunction::makeFromBoxedFunction<&hostFallback>());
+}
+
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparseUnsupported>());
 }
