@@ -441,6 +441,19 @@ def test_composites_that_refuse_the_device_run(call):
         same(got, want)
 
 
+def test_arange_warns_before_resizing_an_out_of_another_size():
+    """CPU warns when a non-empty out= has another element count (a step's
+    rounding error: 2/49 gives 50 elements)."""
+    for dev in ("cpu", DEV):
+        line = torch.zeros(1, 49, device=dev)
+        with pytest.warns(UserWarning, match="The out tensor will be resized"):
+            torch.arange(-1, 1, 2.0 / 49, dtype=torch.float32, out=line)
+        assert line.shape == (50,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.arange(0, 4, out=torch.empty(0, device=DEV))  # empty: no warning
+
+
 def test_arange_into_a_narrowed_out_keeps_its_shape():
     """CPU fills an out= of the right element count in row-major order; ours
     resized it to 1-D (a narrowed 2-D view got the wrong values)."""

@@ -35,12 +35,14 @@ _define(
 )
 
 
-# Newer test classes tag themselves GENERIC (device-independent, run once)
-# or ACCELERATOR; the installed torch has no such classification and runs
-# every device-generic class per device, which is what the harness wants.
+# Newer test classes tag themselves GENERIC (device-independent, run once),
+# ACCELERATOR or CUDA (a plain TestCase of CUDA-only tests); the installed
+# torch has no such classification and runs every device-generic class per
+# device, which is what the harness wants.
 class HardwareClassification(enum.Enum):
     GENERIC = "generic"
     ACCELERATOR = "accelerator"
+    CUDA = "cuda"
 
 
 _define(common_utils, "HardwareClassification", HardwareClassification)

@@ -205,7 +205,15 @@ at::Tensor& arangeOut(const c10::Scalar& start, const c10::Scalar& end, const c1
   // As CPU's arange_out: an out= of the right element count keeps its shape
   // and strides (a narrowed 2-D view is filled in row-major order); only a
   // wrong count resizes it to 1-D.
-  if (out.numel() != host.numel()) out.resize_(host.sizes());
+  if (out.numel() != host.numel()) {
+    if (out.numel() > 0) {  // CPU's words (RangeFactories.cpp)
+      TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ",
+                 out.numel(), " which does not match the computed number of elements ",
+                 host.numel(), ". Note that this may occur as a result of rounding error. ",
+                 "The out tensor will be resized to a tensor of shape (", host.numel(), ",).");
+    }
+    out.resize_(host.sizes());
+  }
   out.copy_(host.view(out.sizes()));
   return out;
 }
