@@ -126,8 +126,8 @@ bool randperm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!device_arg.isDevice() || !device_arg.toDevice().is_privateuseone()) return false;
   const at::ScalarType dtype =
       dtype_arg.isNone() ? at::kLong : static_cast<at::ScalarType>(dtype_arg.toInt());
-  if (!randpermComposes(dtype, a[0].toInt())) return false;
   const int64_t n = a[0].toInt();
+  if (!randpermComposes(dtype, n)) return false;
   std::optional<at::Generator> gen;
   if (k == 1 && a[1].isGenerator()) gen = a[1].toGenerator();
   const at::TensorOptions options = at::TensorOptions().device(device_arg.toDevice());
