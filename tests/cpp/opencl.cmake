@@ -54,7 +54,7 @@ add_dependencies(opencl_plugin_test flagos_opencl_plugin)
 
 add_test(NAME opencl_plugin COMMAND opencl_plugin_test)
 set_tests_properties(opencl_plugin PROPERTIES
-  ENVIRONMENT_MODIFICATION "${_opencl_defaults}" SKIP_RETURN_CODE 77)
+  ENVIRONMENT_MODIFICATION "${_opencl_defaults}" SKIP_RETURN_CODE 77 COST 50)
 
 add_test(NAME opencl_plugin_two_devices COMMAND opencl_plugin_test
   "--gtest_filter=Opencl.CopiesAndWaitsAcrossDevices:Opencl.IdentityAndPriority")
@@ -84,7 +84,7 @@ target_link_libraries(opencl_kernels_test PRIVATE GTest::gtest Threads::Threads 
 add_dependencies(opencl_kernels_test flagos_opencl_plugin)
 add_test(NAME opencl_kernels COMMAND opencl_kernels_test)
 set_tests_properties(opencl_kernels PROPERTIES
-  ENVIRONMENT_MODIFICATION "${_opencl_defaults}" SKIP_RETURN_CODE 77)
+  ENVIRONMENT_MODIFICATION "${_opencl_defaults}" SKIP_RETURN_CODE 77 COST 50)
 # The same cases with every GEMM on CLBlast (by default the small ones run on
 # the plugin's own kernel, Note [Small GEMMs]).
 add_test(NAME opencl_kernels_clblast COMMAND opencl_kernels_test)
