@@ -60,12 +60,13 @@ else
 fi
 
 # pyyaml: the build generates the operator tables from ops/catalog.yaml.
-if "$PYTHON" -c 'import pytest, expecttest, numpy, yaml' >/dev/null 2>&1 &&
+# pytest-xdist: scripts/test.sh runs the Python tests in two processes.
+if "$PYTHON" -c 'import pytest, xdist, expecttest, numpy, yaml' >/dev/null 2>&1 &&
   "$PYTHON" -m ruff --version >/dev/null 2>&1; then
   log "test tools present"
 else
   log "installing build and test tools"
-  pip_install pytest expecttest numpy ruff pyyaml
+  pip_install pytest pytest-xdist expecttest numpy ruff pyyaml
 fi
 
 # The cuda plugin builds without a GPU, and the tests compile the generator's

@@ -18,14 +18,31 @@ stage_done() {
 }
 stage_done "setup (scripts/setup.sh)"
 
-# The torch matrix's virtualenvs (below) need multi-GB downloads on a fresh
-# machine: fetch them in the background now, while the main suite runs (the
-# network against the CPU); each is built when its tests come.
+# The torch matrix's virtualenvs (below) need multi-GB downloads and a build
+# each. Both happen in the background from here on, while the main suite runs:
+# one job downloads each release in turn (the network), a second builds each
+# release at low priority once its packages are in (the CPU the suite leaves
+# idle: many of its tests run one Python thread on one of the two cores).
+# build/torch-matrix/<version>.python holds the venv's python once it is built.
 MATRIX=(2.11.0 2.15.0 2.14.1)
+MATRIX_DIR=build/torch-matrix
 if [ "${FLAGOS_TORCH_MATRIX:-1}" != 0 ]; then
-  (for v in "${MATRIX[@]}"; do FLAGOS_ENV_PREPARE_ONLY=1 bash scripts/torch_env.sh "$v" || true; done) \
-    >build/torch-matrix-fetch.log 2>&1 &
+  rm -rf "$MATRIX_DIR" && mkdir -p "$MATRIX_DIR"
+  (for v in "${MATRIX[@]}"; do
+    if FLAGOS_ENV_PREPARE_ONLY=1 bash scripts/torch_env.sh "$v"; then state=fetched; else state=failed; fi
+    touch "$MATRIX_DIR/$v.$state"
+  done) >"$MATRIX_DIR/fetch.log" 2>&1 &
   fetch_pid=$!
+  (for v in "${MATRIX[@]}"; do
+    until [ -e "$MATRIX_DIR/$v.fetched" ] || [ -e "$MATRIX_DIR/$v.failed" ]; do sleep 5; done
+    [ -e "$MATRIX_DIR/$v.fetched" ] || continue
+    start=$SECONDS
+    if py=$(nice -n 15 bash scripts/torch_env.sh "$v" 2>"$MATRIX_DIR/$v.build.log" | tail -n 1); then
+      echo "$py" >"$MATRIX_DIR/$v.python"
+    fi
+    echo "torch $v: background build $((SECONDS - start)) s" >>"$MATRIX_DIR/build-times.txt"
+  done) >"$MATRIX_DIR/build.log" 2>&1 &
+  build_pid=$!
 fi
 
 failed=()
@@ -41,14 +58,17 @@ run "$PYTHON" -m ruff format --check python tests examples benchmarks scripts
 stage_done "lint"
 # Generated kernels persist in the build folder, not in the user's cache.
 export FLAGOS_CACHE_DIR=${FLAGOS_CACHE_DIR:-$PWD/build/kernel-cache}
-run "$PYTHON" -m pytest tests/python --durations=25
+# Two test processes (pytest-xdist), a file each at a time: many tests wait
+# on a child interpreter or run one Python thread, which leaves a core idle.
+PYTEST=(-m pytest -n "${FLAGOS_TEST_WORKERS:-2}" --dist loadfile)
+run "$PYTHON" "${PYTEST[@]}" tests/python --durations=25
 stage_done "Python suite on host"
 # The second backend, a different SDK: the quick start, the OpInfo sweep and
 # the model tests again on opencl (PoCL here), where generated kernels and
 # CLBlast do the work.
 if "$PYTHON" -c 'import flagos_torchfl as ft; ft.initialize("opencl")' >/dev/null 2>&1; then
   run env FLAGOS_BACKEND=opencl "$PYTHON" examples/quickstart.py
-  run env FLAGOS_BACKEND=opencl "$PYTHON" -m pytest tests/python/test_opinfo_catalog.py \
+  run env FLAGOS_BACKEND=opencl "$PYTHON" "${PYTEST[@]}" --durations=10 tests/python/test_opinfo_catalog.py \
     tests/python/test_tier_agreement.py tests/python/test_training_any_backend.py \
     tests/python/test_models.py tests/python/test_extension.py \
     tests/python/test_extension_examples.py tests/python/test_profiler_device.py \
@@ -81,23 +101,29 @@ MATRIX_SMOKE_TESTS=(tests/python/test_initialize.py tests/python/test_copy.py
 ZOO_TESTS=(tests/python/test_model_zoo.py tests/python/test_alias_torch_stack.py
   tests/python/test_tools_validate_noise.py tests/python/test_frameworks.py)
 if [ "${FLAGOS_TORCH_MATRIX:-1}" != 0 ]; then
-  wait "$fetch_pid" || true
-  stage_done "torch matrix: waiting for the downloads"
+  wait "$fetch_pid" "$build_pid" || true
+  stage_done "torch matrix: waiting for the background downloads and builds"
+  [ -e "$MATRIX_DIR/build-times.txt" ] && cat "$MATRIX_DIR/build-times.txt" >>"$STAGES"
+  # A release the background job could not build is built here again, in
+  # the foreground, so that its error shows in the log.
+  matrix_python() {
+    if [ -s "$MATRIX_DIR/$1.python" ]; then cat "$MATRIX_DIR/$1.python"; else
+      bash scripts/torch_env.sh "$1" | tail -n 1
+    fi
+  }
   for version in 2.11.0 2.15.0; do
-    if py=$(bash scripts/torch_env.sh $version | tail -n 1); then
-      stage_done "torch $version: build"
+    if py=$(matrix_python $version); then
       tests=("${MATRIX_CORE_TESTS[@]}")
       [ $version = 2.15.0 ] && tests=("${MATRIX_SMOKE_TESTS[@]}")
-      run env FLAGOS_CACHE_DIR="$PWD/build/kernel-cache-$version" "$py" -m pytest "${tests[@]}"
+      run env FLAGOS_CACHE_DIR="$PWD/build/kernel-cache-$version" "$py" "${PYTEST[@]}" "${tests[@]}"
       stage_done "torch $version: tests"
     else
       failed+=("torch $version: environment or build (scripts/torch_env.sh $version)")
     fi
   done
-  if py=$(bash scripts/torch_env.sh 2.14.1 | tail -n 1); then
-    stage_done "torch 2.14.1: build"
+  if py=$(matrix_python 2.14.1); then
     run env FLAGOS_REQUIRE_ZOO=1 FLAGOS_CACHE_DIR="$PWD/build/kernel-cache-2.14.1" \
-      "$py" -m pytest "${ZOO_TESTS[@]}"
+      "$py" "${PYTEST[@]}" "${ZOO_TESTS[@]}"
     run env FLAGOS_REQUIRE_ZOO=1 FLAGOS_BACKEND=opencl \
       FLAGOS_CACHE_DIR="$PWD/build/kernel-cache-2.14.1" "$py" -m pytest tests/python/test_model_zoo.py
     stage_done "torch 2.14.1: model zoo on host and opencl"

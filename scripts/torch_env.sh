@@ -38,7 +38,7 @@ log() { printf '\n== torch %s: %s\n' "$version" "$*" >&2; }
 mkdir -p "$root"
 [ -x "$venv/bin/python" ] || { log "creating $venv"; python3 -m venv "$venv"; }
 py="$venv/bin/python"
-want=(torch=="$version" "${extras[@]}" pytest expecttest numpy pyyaml "setuptools>=70.1")
+want=(torch=="$version" "${extras[@]}" pytest pytest-xdist expecttest numpy pyyaml "setuptools>=70.1")
 # Installed already? (pip check-free: ask the packages themselves.)
 if ! "$py" - "$version" "${extras[@]}" <<'PY' >/dev/null 2>&1; then
 import sys
@@ -46,7 +46,7 @@ from importlib.metadata import version
 want = {"torch": sys.argv[1], **dict(a.split("==") for a in sys.argv[2:])}
 for name, v in want.items():
     assert version(name).split("+")[0] == v, name
-import pytest, expecttest, numpy, yaml  # noqa: F401
+import pytest, xdist, expecttest, numpy, yaml  # noqa: F401
 PY
   log "installing ${want[*]}"
   # The machine's pip configuration may cap torch at the release on its disk;
