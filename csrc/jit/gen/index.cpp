@@ -16,9 +16,9 @@
 // scatters skip the element. Only generic kernels (no shape baked in).
 #include <algorithm>
 #include <map>
-#include <sstream>
 
 #include "jit/gen/emit.h"
+#include "jit/gen/source_template.h"
 
 namespace flagos::kernels {
 namespace {
@@ -305,90 +305,149 @@ std::string indexPrelude(const Recipe& recipe, const Signature& sig, const Diale
   return dl.atomicsPrelude(sig.operands[0].dtype);
 }
 
+namespace {
+
+// The texts of indexBody; Note [Source templates]. ${L} is the dialect's
+// 64-bit integer, ${skip} its early exit of a work item.
+
+// "c" runs scatters serially (Note [Index kernels]): self into out first,
+// unless the call is in place, then one loop over the work.
+constexpr const char* kSerialOpen = R"(  if ((const void*)p0 != (const void*)p1) {
+    for (${L} e = 0; e < meta.aux[16]; ++e) {
+      ${L} r = e, oo = 0, oi = 0;
+      for (int d = (int)meta.aux[17] - 1; d >= 0; --d) {
+        ${L} cc = r % meta.aux[8 + d]; r /= meta.aux[8 + d];
+        oo += cc * meta.st[0][d]; oi += cc * meta.st[1][d]; }
+      ${copy}
+    } }
+  for (${L} w = 0; w < meta.work; ++w) {
+)";
+constexpr const char* kParallelOpen = R"(  { const ${L} w = gid;
+)";
+// The work item's coordinates c from its number w.
+constexpr const char* kCoordinates = R"(  ${L} c[${dims}] = {0};
+  { ${L} r = w; for (int d = (int)meta.ndim - 1; d >= 0; --d) {
+    c[d] = r % meta.size[d]; r /= meta.size[d]; } }
+)";
+// Offset o<k> of operand k at c (padding strides are 0).
+constexpr const char* kOffset = R"(  ${L} o${k} = 0;
+  for (int d = 0; d < ${dims}; ++d) o${k} += c[d] * meta.st[${k}][d];
+)";
+// The index value idx, in [0, meta.ext[bound]) or the work item is done.
+constexpr const char* kIndex = R"(  const ${L} idx = (${L})${load};
+  if (idx < 0 || idx >= meta.ext[${bound}]) { ${out_of_range}${skip}; }
+)";
+constexpr const char* kGather = R"(  o1 += (idx - c[${dim}]) * meta.st[1][${dim}];
+  ${store}
+)";
+constexpr const char* kEmbeddingLast = R"(  const int last = (int)meta.ndim - 1;
+)";
+constexpr const char* kEmbedding =
+    R"(  const ${L} o1 = idx * meta.st[1][0] + c[last] * meta.st[1][1];
+  ${store}
+)";
+constexpr const char* kTriangle = R"(  const ${L} diff = c[meta.ndim - 1] - c[meta.ndim - 2];
+  const int keep = diff ${compare} s0;
+  ${store}
+)";
+constexpr const char* kFlip = R"(  for (int d = 0; d < (int)meta.ndim; ++d)
+    if (s0 >> d & 1) c[d] = meta.size[d] - 1 - c[d];
+)";
+constexpr const char* kPad = R"(  int inside = 1;
+  for (int d = 0; d < (int)meta.ndim; ++d) {
+    c[d] -= meta.aux[d];
+    if (c[d] < 0 || c[d] >= meta.aux[8 + d]) inside = 0; }
+  if (!inside) { ${fill} ${skip}; }
+)";
+constexpr const char* kCatStart = R"(  ${L} j = c[${dim}];
+)";
+// Input k of cat takes the item when j falls in its extent along dim.
+constexpr const char* kCatInput = R"(  if (j < meta.ext[${k}]) {
+  c[${dim}] = j;
+${offset}  ${store} ${skip}; }
+  j -= meta.ext[${k}];
+)";
+constexpr const char* kScatter = R"(  o0 += (idx - c[${dim}]) * meta.st[0][${dim}];
+  ${write}
+)";
+constexpr const char* kStatement = R"(  ${statement}
+)";
+
+}  // namespace
+
 std::string indexBody(const Recipe& r, const Signature& sig, const Dialect& dl,
                       const Target& target) {
   const std::string L = dl.int64Type();
+  const std::string dims = std::to_string(kMaxIndexDims);
   const IndexOp op = r.index_op;
-  const bool fp64 = target.fp64;
   const int nops = static_cast<int>(sig.operands.size());
   const flagosDtype_t odt = sig.operands[0].dtype;
   const std::string T = !isFloating(odt) ? L : odt == FLAGOS_DTYPE_FLOAT64 ? "double" : "float";
   const bool serial = isScatter(op) && !dl.parallelScatters();
-  auto P = [](int k) { return "p" + std::to_string(k); };
-  auto O = [](int k) { return "o" + std::to_string(k); };
-  auto load = [&](int k, const std::string& i) { return dl.load(sig.operands[k].dtype, P(k), i); };
+  auto load = [&](int k, const std::string& i) {
+    return dl.load(sig.operands[k].dtype, "p" + std::to_string(k), i);
+  };
   auto store = [&](const std::string& v) {
     return dl.store(odt, "p0", "o0", odt == FLAGOS_DTYPE_BOOL ? "(" + v + ") != 0" : v);
   };
-  // Offset of operand k at coordinates c (padding strides are 0).
-  auto dot = [&](int k) {
-    return "  " + L + " " + O(k) + " = 0;\n  for (int d = 0; d < " + std::to_string(kMaxIndexDims) +
-           "; ++d) " + O(k) + " += c[d] * meta.st[" + std::to_string(k) + "][d];\n";
+  auto offset = [&](int k) {
+    return fillTemplate(kOffset, {{"L", L}, {"k", std::to_string(k)}, {"dims", dims}});
   };
-  std::ostringstream s;
-  if (serial) {
-    // Self into out first, unless the call is in place.
-    s << "  if ((const void*)p0 != (const void*)p1) {\n"
-      << "    for (" << L << " e = 0; e < meta.aux[16]; ++e) {\n"
-      << "      " << L << " r = e, oo = 0, oi = 0;\n"
-      << "      for (int d = (int)meta.aux[17] - 1; d >= 0; --d) {\n"
-      << "        " << L << " cc = r % meta.aux[8 + d]; r /= meta.aux[8 + d];\n"
-      << "        oo += cc * meta.st[0][d]; oi += cc * meta.st[1][d]; }\n"
-      << "      " << dl.store(odt, "p0", "oo", load(1, "oi")) << "\n    } }\n"
-      << "  for (" << L << " w = 0; w < meta.work; ++w) {\n";
-  } else {
-    s << "  { const " << L << " w = gid;\n";
-  }
-  s << "  " << L << " c[" << kMaxIndexDims << "] = {0};\n"
-    << "  { " << L << " r = w; for (int d = (int)meta.ndim - 1; d >= 0; --d) {\n"
-    << "    c[d] = r % meta.size[d]; r /= meta.size[d]; } }\n";
+  auto index = [&](const std::string& at, int bound, const std::string& out_of_range) {
+    return fillTemplate(kIndex, {{"L", L},
+                                 {"load", load(2, at)},
+                                 {"bound", std::to_string(bound)},
+                                 {"out_of_range", out_of_range},
+                                 {"skip", dl.skip()}});
+  };
+  auto statement = [&](const std::string& text) {
+    return fillTemplate(kStatement, {{"statement", text}});
+  };
   const std::string dim = "((int)s0)";
-  // Index value idx, in range [0, meta.ext[k]) or the work item is done.
-  auto index = [&](const std::string& at, int bound_k, const std::string& out_of_range) {
-    s << "  const " << L << " idx = (" << L << ")" << load(2, at) << ";\n"
-      << "  if (idx < 0 || idx >= meta.ext[" << bound_k << "]) { " << out_of_range << dl.skip()
-      << "; }\n";
-  };
   const std::string zero = "(" + T + ")0";
+
+  std::string s = serial
+                      ? fillTemplate(kSerialOpen,
+                                     {{"L", L}, {"copy", dl.store(odt, "p0", "oo", load(1, "oi"))}})
+                      : fillTemplate(kParallelOpen, {{"L", L}});
+  s += fillTemplate(kCoordinates, {{"L", L}, {"dims", dims}});
   switch (op) {
     case IndexOp::IndexSelect:
-    case IndexOp::Gather:
-      s << dot(0) << dot(1);
-      if (op == IndexOp::Gather) s << dot(2);
-      index(op == IndexOp::Gather ? "o2" : "c[" + dim + "] * meta.st[2][0]", 1, store(zero));
-      s << "  o1 += (idx - c[" << dim << "]) * meta.st[1][" << dim << "];\n"
-        << "  " << store(load(1, "o1")) << "\n";
+    case IndexOp::Gather: {
+      const bool gather = op == IndexOp::Gather;
+      s += offset(0) + offset(1) + (gather ? offset(2) : "");
+      s += index(gather ? "o2" : "c[" + dim + "] * meta.st[2][0]", 1, store(zero));
+      s += fillTemplate(kGather, {{"dim", dim}, {"store", store(load(1, "o1"))}});
       break;
+    }
     case IndexOp::Embedding:
-      s << dot(0) << dot(2) << "  const int last = (int)meta.ndim - 1;\n";
-      index("o2", 1, store(zero));
-      s << "  const " << L << " o1 = idx * meta.st[1][0] + c[last] * meta.st[1][1];\n"
-        << "  " << store(load(1, "o1")) << "\n";
+      s += offset(0) + offset(2) + kEmbeddingLast + index("o2", 1, store(zero));
+      s += fillTemplate(kEmbedding, {{"L", L}, {"store", store(load(1, "o1"))}});
       break;
     case IndexOp::Tril:
     case IndexOp::Triu:
-      s << dot(0) << dot(1) << "  const " << L << " diff = c[meta.ndim - 1] - c[meta.ndim - 2];\n"
-        << "  const int keep = diff " << (op == IndexOp::Tril ? "<=" : ">=") << " s0;\n"
-        << "  " << store("keep ? (" + T + ")" + load(1, "o1") + " : " + zero) << "\n";
+      s += offset(0) + offset(1);
+      s += fillTemplate(kTriangle,
+                        {{"L", L},
+                         {"compare", op == IndexOp::Tril ? "<=" : ">="},
+                         {"store", store("keep ? (" + T + ")" + load(1, "o1") + " : " + zero)}});
       break;
     case IndexOp::Flip:
-      s << dot(0) << "  for (int d = 0; d < (int)meta.ndim; ++d)\n"
-        << "    if (s0 >> d & 1) c[d] = meta.size[d] - 1 - c[d];\n"
-        << dot(1) << "  " << store(load(1, "o1")) << "\n";
+      s += offset(0) + kFlip + offset(1) + statement(store(load(1, "o1")));
       break;
     case IndexOp::Pad:
-      s << dot(0) << "  int inside = 1;\n  for (int d = 0; d < (int)meta.ndim; ++d) {\n"
-        << "    c[d] -= meta.aux[d];\n"
-        << "    if (c[d] < 0 || c[d] >= meta.aux[8 + d]) inside = 0; }\n"
-        << "  if (!inside) { " << store("(" + T + ")s8") << " " << dl.skip() << "; }\n"
-        << dot(1) << "  " << store(load(1, "o1")) << "\n";
+      s += offset(0) + fillTemplate(kPad, {{"fill", store("(" + T + ")s8")}, {"skip", dl.skip()}});
+      s += offset(1) + statement(store(load(1, "o1")));
       break;
     case IndexOp::Cat:
-      s << dot(0) << "  " << L << " j = c[" << dim << "];\n";
+      s += offset(0) + fillTemplate(kCatStart, {{"L", L}, {"dim", dim}});
       for (int k = 1; k < nops; ++k) {
-        s << "  if (j < meta.ext[" << k << "]) {\n  c[" << dim << "] = j;\n"
-          << dot(k) << "  " << store(load(k, O(k))) << " " << dl.skip() << "; }\n"
-          << "  j -= meta.ext[" << k << "];\n";
+        const std::string o = "o" + std::to_string(k);
+        s += fillTemplate(kCatInput, {{"k", std::to_string(k)},
+                                      {"dim", dim},
+                                      {"offset", offset(k)},
+                                      {"store", store(load(k, o))},
+                                      {"skip", dl.skip()}});
       }
       break;
     case IndexOp::ScatterSrc:
@@ -397,26 +456,19 @@ std::string indexBody(const Recipe& r, const Signature& sig, const Dialect& dl,
     case IndexOp::IndexAdd: {
       const bool ia = op == IndexOp::IndexAdd;
       const int src = ia || op != IndexOp::ScatterValue ? 3 : -1;
-      s << dot(0);
-      if (src > 0) s << dot(src);
-      if (!ia) s << dot(2);
-      index(ia ? "c[" + dim + "] * meta.st[2][0]" : "o2", 0, "");
-      s << "  o0 += (idx - c[" << dim << "]) * meta.st[0][" << dim << "];\n";
+      s += offset(0) + (src > 0 ? offset(src) : "") + (ia ? "" : offset(2));
+      s += index(ia ? "c[" + dim + "] * meta.st[2][0]" : "o2", 0, "");
       std::string v = src > 0 ? "(" + T + ")" + load(src, "o3") : "(" + T + ")s1";
       if (ia) v = "(" + T + ")s1 * " + v;
-      if (!isAdd(op)) {
-        s << "  " << store(v) << "\n";
-      } else if (serial) {
-        s << "  " << store("(" + T + ")" + load(0, "o0") + " + " + v) << "\n";
-      } else {
-        s << "  " << dl.atomicAdd(odt, "p0", "o0", v) << "\n";
-      }
+      const std::string write = !isAdd(op) ? store(v)
+                                : serial   ? store("(" + T + ")" + load(0, "o0") + " + " + v)
+                                           : dl.atomicAdd(odt, "p0", "o0", v);
+      s += fillTemplate(kScatter, {{"dim", dim}, {"write", write}});
       break;
     }
   }
-  s << "  }\n";
-  (void)fp64;
-  return s.str();
+  (void)target;
+  return s + "  }\n";
 }
 
 bool inPlaceOnly(const Recipe& recipe, const std::string& language) {

@@ -57,10 +57,11 @@
 // -0.0 and stability match torch by construction. Rows of at most
 // kMaxSortLen keep the one-launch rank sort.
 #include <algorithm>
+#include <functional>
 #include <map>
-#include <sstream>
 
 #include "jit/gen/emit.h"
+#include "jit/gen/source_template.h"
 
 namespace flagos::kernels {
 namespace {
@@ -374,6 +375,98 @@ uint64_t packSort(const Recipe& recipe, const Call& call, const Target& target,
   return static_cast<uint64_t>(L.work);
 }
 
+namespace {
+
+// The texts of sortBody; Note [Source templates]. ${I} is the dialect's
+// 64-bit integer, ${T} the compute type, ${skip} the early exit of a work
+// item, ${nu}/${nv} the NaN flags of u and v (empty for integers).
+
+// The row's offsets off<k> in every strided operand, from its number.
+constexpr const char* kRowOffsets = R"(  { ${I} rest = row;
+    for (int d = (int)meta.nk - 1; d >= 0; --d) {
+      const ${I} c = rest % meta.ksize[d]; rest /= meta.ksize[d];
+${offsets}    } }
+)";
+// Scalar 2 is `descending` (sort) or `largest` (topk).
+constexpr const char* kEitherOrder = R"(  if (s2) {
+${descending}  } else {
+${ascending}  }
+)";
+// Adds to `rank` the elements of [from, to) that sort before element j.
+constexpr const char* kRankScan = R"(    for (${I} i = ${from}; i < ${to}; ++i) {
+      const ${T} u = ${u};
+${nu}      rank += (${before}) ? 1 : 0;
+    }
+)";
+// Note [Long sorts]: pass 0 rank-sorts blocks of w into the scratch (p2
+// positions, p3 values); each later pass merges neighbouring blocks, each
+// element finding its place in the other block by binary search; the last
+// pass writes the outputs.
+constexpr const char* kLongSortBlocks =
+    R"(  const ${I} xs = meta.rst[0], n = meta.len, w = meta.width;
+  const ${I} sb = row * n;
+  if (meta.pass == 0) {
+  const ${I} bs = j - j % w;
+  const ${I} be = bs + w < n ? bs + w : n;
+  const ${T} v = ${v};
+${nv}  ${I} rank = bs;
+${scan}    ${put_position}
+    ${put_value}
+    ${skip};
+  }
+)";
+constexpr const char* kLongSortMerge = R"(  const ${I} src = ((meta.pass - 1) & 1) * meta.work + sb;
+  const ${I} me = ${me};
+  const ${T} v = ${v};
+${nv}  const ${I} b = j / w, ps = (b ^ 1) * w;
+  ${I} lo = ps, hi = ps + w < n ? ps + w : n;
+${search}  const ${I} rank = (b - (b & 1)) * w + (j - b * w) + (lo - ps);
+  if (meta.pass + 1 < meta.passes) {
+    ${put_position}
+    ${put_value}
+    ${skip};
+  }
+)";
+constexpr const char* kBinarySearch = R"(    while (lo < hi) {
+      const ${I} mid = lo + (hi - lo) / 2;
+      const ${T} u = ${u};
+${nu}      const int c = ${before};
+      lo = c ? mid + 1 : lo;
+      hi = c ? hi : mid;
+    }
+)";
+constexpr const char* kRankSort = R"(  const ${I} xs = meta.rst[0];
+  const ${T} v = ${v};
+${nv}  ${I} rank = 0;
+${scan})";
+constexpr const char* kTopkCut = R"(  if (rank >= meta.k) ${skip};
+)";
+constexpr const char* kTwoStores = R"(  ${first}
+  ${second}
+)";
+// First max/min in row-major order over the reduced dims; a NaN ends it.
+constexpr const char* kArgBest = R"(  const ${I} inner_n = meta.nr ? meta.rsize[meta.nr - 1] : 1;
+  const ${I} inner_st = meta.nr ? meta.rst[meta.nr - 1] : 0;
+  const ${I} outer_n = inner_n ? meta.len / inner_n : 0;
+  ${T} best = (${T})0;
+  ${I} arg = 0;
+  int first = 1, done = 0;
+  for (${I} o = 0; o < outer_n && !done; ++o) {
+    ${I} base = ${in_offset};
+    { ${I} orest = o;
+      for (int d = (int)meta.nr - 2; d >= 0; --d) {
+        base += (orest % meta.rsize[d]) * meta.rst[d]; orest /= meta.rsize[d]; } }
+    for (${I} jj = 0; jj < inner_n; ++jj) {
+      const ${T} x = ${x};
+      if (first || ${better}) {
+        best = x; arg = o * inner_n + jj; first = 0;
+${nan_ends}      }
+    }
+  }
+)";
+
+}  // namespace
+
 std::string sortBody(const Recipe& r, const Signature& sig, const Dialect& dl,
                      const Target& target) {
   const std::string I = dl.int64Type();
@@ -381,31 +474,17 @@ std::string sortBody(const Recipe& r, const Signature& sig, const Dialect& dl,
   const int nops = static_cast<int>(sig.operands.size());
   const int in = nops - 1;
   const flagosDtype_t dt = sig.operands[in].dtype;
+  const flagosDtype_t out_dt = sig.operands[0].dtype;
   const bool floating = isFloating(dt);
+  const bool long_sort = isRankSort(op) && sig.num_outputs == 4;
   const std::string T = !floating ? I : dt == FLAGOS_DTYPE_FLOAT64 ? "double" : "float";
   auto P = [](int k) { return "p" + std::to_string(k); };
   auto load = [&](const std::string& off) { return "(" + T + ")" + dl.load(dt, P(in), off); };
-  std::ostringstream s;
-  s << "  " << I << " row = gid;\n";
-  if (isRankSort(op)) s << "  const " << I << " j = gid % meta.len;\n  row = gid / meta.len;\n";
-  // Operands with strides in meta: the catalog's outputs and the input.
-  std::vector<int> strided;
-  for (int k = 0; k < sortOps().at(r.id).num_outputs; ++k) strided.push_back(k);
-  strided.push_back(in);
-  for (int k : strided) s << "  " << I << " off" << k << " = 0;\n";
-  // Note [Long sorts]: merges between the first and the last pass use
-  // scratch only.
-  if (isRankSort(op) && sig.num_outputs == 4)
-    s << "  if (meta.pass == 0 || meta.pass + 1 == meta.passes)";
-  s << "  { " << I << " rest = row;\n"
-    << "    for (int d = (int)meta.nk - 1; d >= 0; --d) {\n"
-    << "      const " << I << " c = rest % meta.ksize[d]; rest /= meta.ksize[d];\n";
-  for (size_t q = 0; q < strided.size(); ++q)
-    s << "      off" << strided[q] << " += c * meta.kst[" << q << "][d];\n";
-  s << "    } }\n";
+  const std::string xoff = "off" + std::to_string(in);
+  const std::string nu = floating ? "      const int nu = isnan(u) ? 1 : 0;\n" : "";
+  const std::string nv = floating ? "  const int nv = isnan(v) ? 1 : 0;\n" : "";
   // Whether u (at position ui) sorts before v (at vj): NaN largest, ties by
-  // position. Scalar 2 is `descending` (sort) or `largest` (topk).
-  // Bitwise on 0/1 ints, not || and &&: no data-dependent branches.
+  // position. Bitwise on 0/1 ints, not || and &&: no data-dependent branches.
   auto before = [&](bool descending, const std::string& ui, const std::string& vj) {
     const std::string tie = "((u == v) & (" + ui + " < " + vj + "))";
     const std::string less = descending ? "(u > v)" : "(u < v)";
@@ -414,106 +493,104 @@ std::string sortBody(const Recipe& r, const Signature& sig, const Dialect& dl,
       return "nv ? (nu & (" + ui + " < " + vj + ")) : (nu | " + less + " | " + tie + ")";
     return "nv ? ((!nu) | (" + ui + " < " + vj + ")) : (" + less + " | " + tie + ")";
   };
-  const std::string nu = floating ? "      const int nu = isnan(u) ? 1 : 0;\n" : "";
-  const std::string nv = floating ? "  const int nv = isnan(v) ? 1 : 0;\n" : "";
-  const std::string xoff = "off" + std::to_string(in);
-  // Adds to `rank` the elements of [from, to) that sort before element j.
-  auto rankLoop = [&](const std::string& from, const std::string& to) {
-    auto loop = [&](bool descending) {
-      s << "    for (" << I << " i = " << from << "; i < " << to << "; ++i) {\n"
-        << "      const " << T << " u = " << load(xoff + " + i * xs") << ";\n"
-        << nu << "      rank += (" << before(descending, "i", "j") << ") ? 1 : 0;\n    }\n";
-    };
-    s << "  if (s2) {\n";
-    loop(true);
-    s << "  } else {\n";
-    loop(false);
-    s << "  }\n";
+  auto eitherOrder = [&](const std::function<std::string(bool)>& body) {
+    return fillTemplate(kEitherOrder, {{"descending", body(true)}, {"ascending", body(false)}});
   };
-  if (isRankSort(op) && sig.num_outputs == 4) {
-    // Note [Long sorts]: operands 2 and 3 are the scratch positions and
-    // values, two buffers of meta.work elements each.
+  auto rankScan = [&](const std::string& from, const std::string& to) {
+    return eitherOrder([&](bool descending) {
+      return fillTemplate(kRankScan, {{"I", I},
+                                      {"T", T},
+                                      {"from", from},
+                                      {"to", to},
+                                      {"u", load(xoff + " + i * xs")},
+                                      {"nu", nu},
+                                      {"before", before(descending, "i", "j")}});
+    });
+  };
+  auto outputs = [&](const std::string& value, const std::string& position) {
+    return fillTemplate(
+        kTwoStores,
+        {{"first", dl.store(out_dt, P(0), "off0 + rank * meta.ost[0]", value)},
+         {"second", dl.store(FLAGOS_DTYPE_INT64, P(1), "off1 + rank * meta.ost[1]", position)}});
+  };
+  const std::string topk_cut =
+      op == SortOp::Topk ? fillTemplate(kTopkCut, {{"skip", dl.skip()}}) : "";
+
+  std::string s = "  " + I + " row = gid;\n";
+  if (isRankSort(op)) s += "  const " + I + " j = gid % meta.len;\n  row = gid / meta.len;\n";
+  // Operands with strides in meta: the catalog's outputs and the input.
+  std::vector<int> strided;
+  for (int k = 0; k < sortOps().at(r.id).num_outputs; ++k) strided.push_back(k);
+  strided.push_back(in);
+  std::string offsets;
+  for (size_t q = 0; q < strided.size(); ++q) {
+    s += "  " + I + " off" + std::to_string(strided[q]) + " = 0;\n";
+    offsets += "      off" + std::to_string(strided[q]) + " += c * meta.kst[" + std::to_string(q) +
+               "][d];\n";
+  }
+  // Note [Long sorts]: merges between the first and the last pass use
+  // scratch only.
+  if (long_sort) s += "  if (meta.pass == 0 || meta.pass + 1 == meta.passes)";
+  s += fillTemplate(kRowOffsets, {{"I", I}, {"offsets", offsets}});
+
+  if (long_sort) {
     const std::string SP = P(2), SV = P(3);
     auto spos = [&](const std::string& at) { return dl.load(FLAGOS_DTYPE_INT64, SP, at); };
     auto sval = [&](const std::string& at) { return "(" + T + ")" + dl.load(dt, SV, at); };
-    auto put = [&](const std::string& at, const std::string& pos) {
-      s << "    " << dl.store(FLAGOS_DTYPE_INT64, SP, at, pos) << "\n"
-        << "    " << dl.store(dt, SV, at, "v") << "\n";
-    };
-    s << "  const " << I << " xs = meta.rst[0], n = meta.len, w = meta.width;\n"
-      << "  const " << I << " sb = row * n;\n"
-      << "  if (meta.pass == 0) {\n"
-      << "  const " << I << " bs = j - j % w;\n"
-      << "  const " << I << " be = bs + w < n ? bs + w : n;\n"
-      << "  const " << T << " v = " << load(xoff + " + j * xs") << ";\n"
-      << nv << "  " << I << " rank = bs;\n";
-    rankLoop("bs", "be");
-    put("sb + rank", "j");
-    s << "    " << dl.skip() << ";\n  }\n"
-      << "  const " << I << " src = ((meta.pass - 1) & 1) * meta.work + sb;\n"
-      << "  const " << I << " me = " << spos("src + j") << ";\n"
-      << "  const " << T << " v = " << sval("src + j") << ";\n"
-      << nv << "  const " << I << " b = j / w, ps = (b ^ 1) * w;\n"
-      << "  " << I << " lo = ps, hi = ps + w < n ? ps + w : n;\n";
-    auto search = [&](bool descending) {
-      s << "    while (lo < hi) {\n"
-        << "      const " << I << " mid = lo + (hi - lo) / 2;\n"
-        << "      const " << T << " u = " << sval("src + mid") << ";\n"
-        << nu << "      const int c = " << before(descending, spos("src + mid"), "me") << ";\n"
-        << "      lo = c ? mid + 1 : lo;\n      hi = c ? hi : mid;\n"
-        << "    }\n";
-    };
-    s << "  if (s2) {\n";
-    search(true);
-    s << "  } else {\n";
-    search(false);
-    s << "  }\n"
-      << "  const " << I << " rank = (b - (b & 1)) * w + (j - b * w) + (lo - ps);\n"
-      << "  if (meta.pass + 1 < meta.passes) {\n";
-    put("(meta.pass & 1) * meta.work + sb + rank", "me");
-    s << "    " << dl.skip() << ";\n  }\n";
-    if (op == SortOp::Topk) s << "  if (rank >= meta.k) " << dl.skip() << ";\n";
-    s << "  " << dl.store(sig.operands[0].dtype, P(0), "off0 + rank * meta.ost[0]", "v") << "\n"
-      << "  " << dl.store(FLAGOS_DTYPE_INT64, P(1), "off1 + rank * meta.ost[1]", "me") << "\n";
-    return s.str();
+    s += fillTemplate(kLongSortBlocks,
+                      {{"I", I},
+                       {"T", T},
+                       {"v", load(xoff + " + j * xs")},
+                       {"nv", nv},
+                       {"scan", rankScan("bs", "be")},
+                       {"put_position", dl.store(FLAGOS_DTYPE_INT64, SP, "sb + rank", "j")},
+                       {"put_value", dl.store(dt, SV, "sb + rank", "v")},
+                       {"skip", dl.skip()}});
+    const std::string merged = "(meta.pass & 1) * meta.work + sb + rank";
+    const std::string search = eitherOrder([&](bool descending) {
+      return fillTemplate(kBinarySearch, {{"I", I},
+                                          {"T", T},
+                                          {"u", sval("src + mid")},
+                                          {"nu", nu},
+                                          {"before", before(descending, spos("src + mid"), "me")}});
+    });
+    s += fillTemplate(kLongSortMerge,
+                      {{"I", I},
+                       {"T", T},
+                       {"me", spos("src + j")},
+                       {"v", sval("src + j")},
+                       {"nv", nv},
+                       {"search", search},
+                       {"put_position", dl.store(FLAGOS_DTYPE_INT64, SP, merged, "me")},
+                       {"put_value", dl.store(dt, SV, merged, "v")},
+                       {"skip", dl.skip()}});
+    return s + topk_cut + outputs("v", "me");
   }
   if (isRankSort(op)) {
-    s << "  const " << I << " xs = meta.rst[0];\n"
-      << "  const " << T << " v = " << load(xoff + " + j * xs") << ";\n"
-      << nv << "  " << I << " rank = 0;\n";
-    rankLoop("0", "meta.len");
-    if (op == SortOp::Topk) s << "  if (rank >= meta.k) " << dl.skip() << ";\n";
-    s << "  " << dl.store(sig.operands[0].dtype, P(0), "off0 + rank * meta.ost[0]", "v") << "\n"
-      << "  " << dl.store(FLAGOS_DTYPE_INT64, P(1), "off1 + rank * meta.ost[1]", "j") << "\n";
-    return s.str();
+    s += fillTemplate(kRankSort, {{"I", I},
+                                  {"T", T},
+                                  {"v", load(xoff + " + j * xs")},
+                                  {"nv", nv},
+                                  {"scan", rankScan("0", "meta.len")}});
+    return s + topk_cut + outputs("v", "j");
   }
-  // First max/min in row-major order over the reduced dims; a NaN ends it.
   const bool max = op == SortOp::Argmax || op == SortOp::MaxDim;
   const std::string better =
       std::string(floating ? "isnan(x) || " : "") + "x " + (max ? ">" : "<") + " best";
-  s << "  const " << I << " inner_n = meta.nr ? meta.rsize[meta.nr - 1] : 1;\n"
-    << "  const " << I << " inner_st = meta.nr ? meta.rst[meta.nr - 1] : 0;\n"
-    << "  const " << I << " outer_n = inner_n ? meta.len / inner_n : 0;\n"
-    << "  " << T << " best = (" << T << ")0;\n"
-    << "  " << I << " arg = 0;\n  int first = 1, done = 0;\n"
-    << "  for (" << I << " o = 0; o < outer_n && !done; ++o) {\n"
-    << "    " << I << " base = off" << in << ";\n"
-    << "    { " << I << " orest = o;\n"
-    << "      for (int d = (int)meta.nr - 2; d >= 0; --d) {\n"
-    << "        base += (orest % meta.rsize[d]) * meta.rst[d]; orest /= meta.rsize[d]; } }\n"
-    << "    for (" << I << " jj = 0; jj < inner_n; ++jj) {\n"
-    << "      const " << T << " x = " << load("base + jj * inner_st") << ";\n"
-    << "      if (first || " << better << ") {\n"
-    << "        best = x; arg = o * inner_n + jj; first = 0;\n";
-  if (floating) s << "        if (isnan(x)) { done = 1; break; }\n";
-  s << "      }\n    }\n  }\n";
+  s += fillTemplate(kArgBest,
+                    {{"I", I},
+                     {"T", T},
+                     {"in_offset", xoff},
+                     {"x", load("base + jj * inner_st")},
+                     {"better", better},
+                     {"nan_ends", floating ? "        if (isnan(x)) { done = 1; break; }\n" : ""}});
   if (op == SortOp::MaxDim || op == SortOp::MinDim) {
-    s << "  " << dl.store(sig.operands[0].dtype, P(0), "off0", "best") << "\n"
-      << "  " << dl.store(FLAGOS_DTYPE_INT64, P(1), "off1", "arg") << "\n";
-  } else {
-    s << "  (void)best;\n  " << dl.store(FLAGOS_DTYPE_INT64, P(0), "off0", "arg") << "\n";
+    return s + fillTemplate(kTwoStores,
+                            {{"first", dl.store(out_dt, P(0), "off0", "best")},
+                             {"second", dl.store(FLAGOS_DTYPE_INT64, P(1), "off1", "arg")}});
   }
-  return s.str();
+  (void)target;
+  return s + "  (void)best;\n  " + dl.store(FLAGOS_DTYPE_INT64, P(0), "off0", "arg") + "\n";
 }
 
 }  // namespace flagos::kernels
