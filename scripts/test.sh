@@ -121,11 +121,14 @@ if [ "${FLAGOS_TORCH_MATRIX:-1}" != 0 ]; then
       failed+=("torch $version: environment or build (scripts/torch_env.sh $version)")
     fi
   done
+  # The zoo's tests are one model each and most of the time sits in one file:
+  # its tests, not its files, go to the two processes.
+  ZOO_PYTEST=(-m pytest -n "${FLAGOS_TEST_WORKERS:-2}" --dist load)
   if py=$(matrix_python 2.14.1); then
     run env FLAGOS_REQUIRE_ZOO=1 FLAGOS_CACHE_DIR="$PWD/build/kernel-cache-2.14.1" \
-      "$py" "${PYTEST[@]}" "${ZOO_TESTS[@]}"
+      "$py" "${ZOO_PYTEST[@]}" "${ZOO_TESTS[@]}"
     run env FLAGOS_REQUIRE_ZOO=1 FLAGOS_BACKEND=opencl \
-      FLAGOS_CACHE_DIR="$PWD/build/kernel-cache-2.14.1" "$py" -m pytest tests/python/test_model_zoo.py
+      FLAGOS_CACHE_DIR="$PWD/build/kernel-cache-2.14.1" "$py" "${ZOO_PYTEST[@]}" tests/python/test_model_zoo.py
     stage_done "torch 2.14.1: model zoo on host and opencl"
   else
     failed+=("torch 2.14.1: environment or build (scripts/torch_env.sh 2.14.1)")

@@ -408,8 +408,15 @@ ENV_VARS: tuple[EnvVar, ...] = (
         "FLAGOS_TORCH_MATRIX",
         "1",
         "scripts",
-        "`0`: `scripts/test.sh` skips the other torch releases (the torch 2.15.0 and 2.14.1 "
-        "virtualenvs of `scripts/torch_env.sh`).",
+        "`0`: `scripts/test.sh` skips the other torch releases (the torch 2.11.0, 2.15.0 and "
+        "2.14.1 virtualenvs of `scripts/torch_env.sh`).",
+    ),
+    EnvVar(
+        "FLAGOS_TEST_WORKERS",
+        "2",
+        "scripts",
+        "How many test processes `scripts/test.sh` runs each Python suite in (pytest-xdist's "
+        "`-n`; a file to a process at a time).",
     ),
     EnvVar(
         "FLAGOS_ENV_CACHE",
