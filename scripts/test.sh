@@ -21,8 +21,8 @@ stage_done "setup (scripts/setup.sh)"
 # The torch matrix's virtualenvs (below) need multi-GB downloads and a build
 # each. Both happen in the background from here on, while the main suite runs:
 # one job downloads each release in turn (the network), a second builds each
-# release at low priority once its packages are in (the CPU the suite leaves
-# idle: many of its tests run one Python thread on one of the two cores).
+# release once its packages are in, at low priority so that the suites come
+# first (what CPU they leave goes to the builds; docs/testing.md).
 # build/torch-matrix/<version>.python holds the venv's python once it is built.
 MATRIX=(2.11.0 2.15.0 2.14.1)
 MATRIX_DIR=build/torch-matrix
