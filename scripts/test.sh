@@ -60,7 +60,8 @@ stage_done "lint"
 export FLAGOS_CACHE_DIR=${FLAGOS_CACHE_DIR:-$PWD/build/kernel-cache}
 # Two test processes (pytest-xdist), a file each at a time: many tests wait
 # on a child interpreter or run one Python thread, which leaves a core idle.
-PYTEST=(-m pytest -n "${FLAGOS_TEST_WORKERS:-2}" --dist loadfile)
+TEST_WORKERS=${FLAGOS_TEST_WORKERS:-2}
+PYTEST=(-m pytest -n "$TEST_WORKERS" --dist loadfile)
 run "$PYTHON" "${PYTEST[@]}" tests/python --durations=25
 stage_done "Python suite on host"
 # The second backend, a different SDK: the quick start, the OpInfo sweep and
@@ -123,7 +124,7 @@ if [ "${FLAGOS_TORCH_MATRIX:-1}" != 0 ]; then
   done
   # The zoo's tests are one model each and most of the time sits in one file:
   # its tests, not its files, go to the two processes.
-  ZOO_PYTEST=(-m pytest -n "${FLAGOS_TEST_WORKERS:-2}" --dist load)
+  ZOO_PYTEST=(-m pytest -n "$TEST_WORKERS" --dist load)
   if py=$(matrix_python 2.14.1); then
     run env FLAGOS_REQUIRE_ZOO=1 FLAGOS_CACHE_DIR="$PWD/build/kernel-cache-2.14.1" \
       "$py" "${ZOO_PYTEST[@]}" "${ZOO_TESTS[@]}"
