@@ -66,7 +66,7 @@ typedef int32_t flagosArgKind_t;
  * waited for a compiler (and a size with a large prime factor ran in
  * work-groups of 1, which also defeats PoCL's vectorizer). One local size
  * means one work-group build per kernel. Reductions and row operators over
- * contiguous rows (csrc/jit/gen/reduce.cpp, Note [Reduction strategies])
+ * contiguous rows (csrc/jit/gen/reduce_layout.cpp, Note [Reduction strategies])
  * give each row a segment of a work-group, synchronized with barriers:
  * their global size is a whole number of groups and their kernels require
  * that local size (reqd_work_group_size). */

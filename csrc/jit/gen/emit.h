@@ -28,7 +28,7 @@ enum class FusedMode {
 };
 
 // How a kernel's work items map onto its work (Note [Reduction strategies]
-// in reduce.cpp). Every mode defines `gid` (int64) for the body.
+// in reduce_layout.cpp). Every mode defines `gid` (int64) for the body.
 enum class Items : uint8_t {
   // gid: the work item; items past meta.work leave at once (skip()).
   PerItem,
@@ -249,7 +249,7 @@ inline uint64_t groupScratch(uint64_t lanes) {
   return lanes + 1 + (lanes + 7) / 8;
 }
 
-// Reductions and row operators (reduce.cpp, Note [Reduction strategies]):
+// Reductions and row operators (reduce.cpp, row.cpp, Note [Reduction strategies]):
 // how their kernels' work items are laid out, and their bodies.
 Items reduceItems(const Recipe& recipe, const Signature& sig, const Target& target);
 std::string reduceBody(const Recipe& recipe, const Signature& sig, bool baked, const Dialect& dl,

@@ -18,7 +18,7 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Kernels are 1-D: work item i of `global[0]` computes output element i
 // (pointwise); reductions and row operators map outputs or rows onto work
-// items by their strategy (Note [Reduction strategies], reduce.cpp: one
+// items by their strategy (Note [Reduction strategies], reduce_layout.cpp: one
 // item, a few neighbouring items' worth, or a segment of a work-group each).
 // Arguments, in order: each output's data, each input's data (device
 // pointers; FLAGOS_ARG_DEVICE_PTR, so "opencl-c" sees base + byte offset,
@@ -177,7 +177,7 @@ struct Launch {
   uint64_t global = 0;  // work items (0: nothing to launch)
   uint64_t local = 0;   // the target's local size (0: none given); "c"
                         // reductions: fewer items, each reducing many
-  // Note [Reduction strategies] (reduce.cpp): the ReduceStrategy of a
+  // Note [Reduction strategies] (reduce_layout.cpp): the ReduceStrategy of a
   // reduction or row operator's launch (1 rows, 2 columns, 3 group), else 0.
   uint8_t strategy = 0;
   const uint64_t* localOrNull() const { return local != 0 ? &local : nullptr; }

@@ -165,7 +165,7 @@ std::vector<MetaField> metaLayout(const Recipe& recipe, int num_operands);
 uint64_t dimsMaskOf(const Recipe& recipe, const flagosScalar* scalars, int32_t num_scalars,
                     int32_t input_ndim);
 
-// --- reductions and row operators (reduce.cpp) -----------------------------
+// --- reductions and row operators (reduce_layout.cpp) ----------------------
 // The dims of a Reduce or Row call as its kernels walk them: kept dims
 // (one output element, or one row, each) and the reduced dims (Reduce) or
 // the row dim (Row), size-1 dims dropped and neighbours every operand walks
@@ -184,7 +184,7 @@ ReduceLayout reduceLayout(const Recipe& recipe, const std::vector<std::vector<in
 // The same for a call (outputs, then inputs).
 ReduceLayout reduceLayout(const Recipe& recipe, const Call& call);
 
-// Note [Reduction strategies] (reduce.cpp): how a Reduce or Row kernel
+// Note [Reduction strategies] (reduce_layout.cpp): how a Reduce or Row kernel
 // maps its work onto work items; part of its key.
 enum class ReduceStrategy : uint8_t {
   Rows = 1,     // one work item per output / row, walking its elements

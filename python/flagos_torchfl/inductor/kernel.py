@@ -663,7 +663,7 @@ class FlagosKernel(SIMDKernel):
         One row a work-group where the kernel reads and writes one buffer: a
         segment past the last row must then not touch it at all, and PoCL 3.1
         was seen to run guarded stores of items past the work (Note
-        [Reduction strategies] in csrc/jit/gen/reduce.cpp).
+        [Reduction strategies] in csrc/jit/gen/reduce_layout.cpp).
         """
         if self.args.inplace_buffers:
             return 1

@@ -293,7 +293,7 @@ TEST(OpenCLGenerated, NoDoubleWithoutFp64) {
   if (k) cl->clReleaseKernel(k);
 }
 
-// --- reductions and row operators (csrc/jit/gen/reduce.cpp) ----------------
+// --- reductions and row operators (csrc/jit/gen/reduce.cpp, row.cpp) -------
 // Note [Reduction strategies] against references in double: every row
 // length around the segment size (32 items) and the group (64 here, and an
 // odd 7), row counts that give a group one or two segments, NaN / inf rows,
