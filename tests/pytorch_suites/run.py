@@ -23,6 +23,7 @@ import argparse
 import fnmatch
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -76,7 +77,15 @@ def not_run() -> dict[str, str]:
     return out
 
 
-def run_suite(src: Path, suite: str, device: str, backend: str, timeout: int) -> dict[str, str]:
+def run_suite(
+    src: Path,
+    suite: str,
+    device: str,
+    backend: str,
+    timeout: int,
+    workers: int,
+    reports: Path | None,
+) -> dict[str, str]:
     """{generic test name: passed|failed|skipped} of one suite on one device."""
     path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device, PYTHONPATH=path)
@@ -97,6 +106,7 @@ def run_suite(src: Path, suite: str, device: str, backend: str, timeout: int) ->
                 "-p",
                 "compat",
                 f"--junitxml={report}",
+                *(["-n", str(workers)] if workers > 1 else []),
                 *(["-k", " and ".join(f"not {n}" for n in sorted(not_run()))] if not_run() else []),
                 str(src / f"{suite}.py"),
             ],
@@ -109,6 +119,9 @@ def run_suite(src: Path, suite: str, device: str, backend: str, timeout: int) ->
         )
         if not report.exists():
             raise SystemExit(f"{suite} on {device}: no report (the run crashed)")
+        if reports is not None:
+            reports.mkdir(parents=True, exist_ok=True)
+            shutil.copy(report, reports / f"{suite}-{device}.xml")
         results = {}
         for case in ET.parse(report).iter("testcase"):
             name = generic(f"{case.get('classname')}::{case.get('name')}")
@@ -128,6 +141,8 @@ def main() -> int:
     ap.add_argument("--backend", default="host")
     ap.add_argument("--suites", default=",".join(SUITES))
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per suite and device")
+    ap.add_argument("--workers", type=int, default=1, help="pytest-xdist processes per run")
+    ap.add_argument("--reports", type=Path, help="keep each run's JUnit report in this folder")
     args = ap.parse_args()
     rules = exclusions()
     print(
@@ -137,8 +152,12 @@ def main() -> int:
     ours_all = []
     used: set[str] = set()
     for suite in args.suites.split(","):
-        cpu = run_suite(args.src, suite, "cpu", args.backend, args.timeout)
-        dev = run_suite(args.src, suite, "flagos", args.backend, args.timeout)
+        cpu = run_suite(
+            args.src, suite, "cpu", args.backend, args.timeout, args.workers, args.reports
+        )
+        dev = run_suite(
+            args.src, suite, "flagos", args.backend, args.timeout, args.workers, args.reports
+        )
         failed = [n for n, k in dev.items() if k == "failed"]
         skew = [n for n in failed if cpu.get(n) == "failed"]
         ours = [n for n in failed if cpu.get(n) != "failed"]
