@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import CORE_ERROR
+from conftest import BACKEND, CORE_ERROR
 
 pytestmark = pytest.mark.skipif(CORE_ERROR is not None, reason=CORE_ERROR or "")
 DEV = "flagos"
@@ -505,3 +505,98 @@ def test_randint_over_a_wide_range_is_uniform():
     hist = torch.bincount(drawn // (n_max // bins), minlength=bins).double()
     expected = size / bins
     assert (hist - expected).abs().max() / expected < 3 / expected**0.5
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        # int64 ** 1.5 computes in float32 (the exponent a wrapped number),
+        # not in int64 with the exponent truncated to 1 (test_long_tensor_pow_floats)
+        lambda d: torch.pow(
+            torch.tensor([-2, 3, 0, 5], device=d), 1.5, out=torch.empty(4, device=d)
+        ),
+        # 2.5 ** int64 into a float64 out: computed in float32, then widened
+        lambda d: torch.pow(
+            2.5,
+            torch.tensor([1, 3, 9], device=d),
+            out=torch.empty(3, dtype=torch.float64, device=d),
+        ),
+        # clamp's bounds take part in the result type: int64 clamped at 0.5 is 0.5
+        lambda d: torch.clamp(torch.tensor([0, 3], device=d), 0.5, out=torch.empty(2, device=d)),
+        # float-only operators compute integers in float32 (not float64, not
+        # int) whatever the out's type (test_type_promotion_true_divide & co.)
+        lambda d: torch.true_divide(
+            torch.tensor([1, 2, 3], dtype=torch.int16, device=d),
+            torch.tensor([2, 3, 7], dtype=torch.int32, device=d),
+            out=torch.empty(3, dtype=torch.complex64, device=d),
+        ),
+        lambda d: torch.xlogy(
+            torch.tensor([1, 2, 3], dtype=torch.int16, device=d),
+            torch.tensor([2, 3, 7], dtype=torch.int32, device=d),
+            out=torch.empty(3, dtype=torch.float64, device=d),
+        ),
+        lambda d: torch.sin(
+            torch.tensor([1, 3], device=d), out=torch.empty(2, dtype=torch.float64, device=d)
+        ),
+    ],
+    ids=[
+        "long_pow_float",
+        "float_pow_long",
+        "clamp_int_float_bound",
+        "true_divide_into_complex",
+        "xlogy_into_double",
+        "sin_int_into_double",
+    ],
+)
+def test_out_computes_in_tensoriterators_dtype(make):
+    """Note [Pointwise out= in the common dtype]: wrapped-number scalars and
+    integer-to-float promotion decide the computation dtype."""
+    out = make(DEV)
+    expected = make("cpu")
+    if out.is_complex():
+        out, expected = torch.view_as_real(out), torch.view_as_real(expected)
+    if BACKEND == "host" or not out.is_floating_point():
+        same(out, expected)
+        return
+    # Other math libraries (PoCL's) round pow and sin to float32 within an
+    # ulp of CPU's; computed in float32 all the same, so a float64 out holds
+    # float32 values (computed in float64 it held others).
+    torch.testing.assert_close(out.cpu(), expected, rtol=3e-7, atol=0, equal_nan=True)
+    assert torch.equal(out.cpu().float().to(out.dtype).nan_to_num(), out.cpu().nan_to_num())
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: torch.tensor(3, dtype=torch.int32, device=d).mul_(torch.tensor(1.5, device=d)),
+        lambda d: torch.tensor([3], dtype=torch.int32, device=d).mul_(
+            torch.tensor([1.5], device=d)
+        ),
+    ],
+    ids=["zero_dim", "one_dim"],
+)
+def test_in_place_into_a_narrower_type_raises_as_on_cpu(call):
+    """int32 *= float32: CPU's "result type Float can't be cast to the
+    desired output type Int" (test_mul_intertype_scalar)."""
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Int"):
+        call("cpu")
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Int"):
+        call(DEV)
+
+
+@pytest.mark.parametrize("op", ["lt", "eq", "logical_and", "logical_xor"])
+def test_predicates_write_any_type_without_a_cast_check(op):
+    """Comparisons and logical ops write 0/1 into any out= or in-place type
+    (TensorIterator's comparison ops check no cast): int64 < float64 into
+    int64 does not raise; compared in the inputs' result type, not the out's."""
+
+    def make(d):
+        a = torch.tensor([1, 2, 3, 2**40 + 1], device=d)
+        b = torch.tensor([1.5, 2.0, 0.5, 2.0**40], dtype=torch.float64, device=d)
+        out = getattr(torch, op)(a, b, out=torch.empty(4, dtype=torch.int64, device=d))
+        in_place = getattr(a.clone(), op + "_")(b)
+        x = torch.tensor([2**40 + 1, 5], device=d)
+        wide = getattr(torch, op)(x, x - 1, out=torch.empty(2, device=d))
+        return torch.cat([out, in_place, wide.long()])
+
+    same(make(DEV), make("cpu"))

@@ -229,32 +229,84 @@ void promoteAgainstScalar(const OpSpec& spec, const OverloadSchema& schema, cons
 
 // Note [Pointwise out= in the common dtype]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// TensorIterator computes in the common dtype of the inputs and casts the
-// result to an out= (or in-place) tensor of another type; kernels compute
-// in their output's type. So half + half into a float32 out gave 120000
-// where CPU overflows to inf, and pow(2, uint8, out=int64) 131072 where
-// CPU wraps to 0 (test_type_promotion, test_binary_ufuncs). When the
-// written tensor's dtype differs from the common one, the kernel writes a
-// temporary of the common dtype, which is then copied (cast) into it on
-// the device. Not for bool outputs (comparisons compute in the common
-// dtype already) nor for integer inputs into a floating output of an
-// operator defined for floating types only (sin of an int64 computes in
-// float: the common dtype is not the computation's). An operator defined
-// for integers computes in them: uint8 5 - 8 into a float64 out is 253.
+// TensorIterator computes in one dtype and casts the result to an out= (or
+// in-place) tensor of another type; kernels compute in their output's
+// type. So half + half into a float32 out gave 120000 where CPU overflows
+// to inf, and pow(2, uint8, out=int64) 131072 where CPU wraps to 0
+// (test_type_promotion, test_binary_ufuncs). The computation dtype is
+// TensorIterator's:
+// * the result type of the promoted tensors and of the scalar arguments
+//   that stand for an operand (wrapped numbers to TensorIterator:
+//   pow.Tensor_Scalar's exponent, pow.Scalar's base, the .Scalar
+//   overloads' other, clamp's bounds): int64 ** 1.5 computes in float32,
+//   not in int64 with the exponent truncated;
+// * an operator defined for floating types only computes integer inputs in
+//   the default floating dtype (sin or true division of int64 into a
+//   float64 out rounds as float32 does, as on CPU).
+// A written tensor that cannot hold that dtype raises CPU's error (int32 *=
+// float32: "result type Float can't be cast to the desired output type
+// Int"). Otherwise, when the written tensor's dtype differs, the kernel
+// writes a temporary of the computation dtype, then copied (cast) into it
+// on the device. Predicates (comparisons, logical_*, isnan: TensorIterator's
+// comparison ops) may write any type: no cast check for them (int64 <
+// float64 into an int64 out is 0 or 1). Bool outputs compute in the right
+// dtype already (Note [Comparisons with a wider scalar]), and complex
+// computations into a real output are left to the kernel (abs of a
+// complex tensor writes its real magnitude).
 // Returns the temporary's destination (undefined: none).
+namespace {
+
+// A catalog scalar that stands for an operand (see the Note above).
+bool operandScalar(const char* name) {
+  for (const char* n : {"other", "exponent", "self", "min", "max"})
+    if (std::strcmp(name, n) == 0) return true;
+  return false;
+}
+
+// An operator whose result is a truth value (see the Note above).
+bool predicate(const OpSpec& spec) {
+  static const char* const kIds[] = {"eq",          "ne",         "lt",          "le",
+                                     "gt",          "ge",         "eq_scalar",   "ne_scalar",
+                                     "lt_scalar",   "le_scalar",  "gt_scalar",   "ge_scalar",
+                                     "logical_and", "logical_or", "logical_xor", "logical_not",
+                                     "isnan",       "isposinf",   "isneginf",    "signbit"};
+  for (const char* id : kIds)
+    if (std::strcmp(spec.id, id) == 0) return true;
+  return false;
+}
+
+at::ScalarType computationDtype(const OpSpec& spec, const OverloadSchema& schema,
+                                const c10::IValue* args, at::ScalarType common) {
+  at::native::ResultTypeState state;
+  state.dimResult = common;
+  for (int k = 0; k < spec.num_scalars && k < static_cast<int>(schema.scalars.size()); ++k) {
+    const int arg = schema.scalars[k].arg;
+    if (arg >= 0 && operandScalar(spec.scalars[k].name) && args[arg].isScalar())
+      state = at::native::update_result_type_state(args[arg].toScalar(), state);
+  }
+  at::ScalarType dtype = at::native::result_type(state);
+  if (!spec.integral && at::isIntegralType(dtype, /*includeBool=*/true))
+    dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
+  return dtype;
+}
+
+}  // namespace
+
 at::Tensor computeInCommonDtype(const OpSpec& spec, const OverloadSchema& schema,
-                                at::ScalarType common, Operands& o) {
+                                const c10::IValue* args, at::ScalarType common, Operands& o) {
   if (schema.kind == OutKind::Functional || o.outputs.size() != 1 ||
       common == at::ScalarType::Undefined)
     return at::Tensor();
   const at::Tensor& out = *o.outputs[0];
+  if (!out.defined()) return at::Tensor();
   const at::ScalarType type = out.scalar_type();
-  if (!out.defined() || type == common || type == at::kBool ||
-      (at::isIntegralType(common, /*includeBool=*/true) && at::isFloatingType(type) &&
-       !spec.integral))
+  const at::ScalarType dtype = computationDtype(spec, schema, args, common);
+  if (type == dtype || type == at::kBool || (at::isComplexType(dtype) && !at::isComplexType(type)))
     return at::Tensor();
+  TORCH_CHECK(predicate(spec) || c10::canCast(dtype, type), "result type ", dtype,
+              " can't be cast to the desired output type ", type);
   at::Tensor destination = out;
-  o.outputs[0] = TensorRef::owned(at::empty_like(out, out.options().dtype(common)));
+  o.outputs[0] = TensorRef::owned(at::empty_like(out, out.options().dtype(dtype)));
   return destination;
 }
 
@@ -366,7 +418,7 @@ Native SemanticKernel::tryKernel(const c10::OperatorHandle& op, flagosKernelFn f
 
   const bool pointwise = spec_.family == Family::Pointwise;
   if (pointwise && spec_.promote_mask)
-    cast_into = computeInCommonDtype(spec_, schema_, promoteInputs(spec_, o), o);
+    cast_into = computeInCommonDtype(spec_, schema_, args, promoteInputs(spec_, o), o);
   if (pointwise) promoteAgainstScalar(spec_, schema_, args, o);
   AbiArgs abi;
   // Random operators' inputs (bernoulli's p) broadcast to the output, too.
