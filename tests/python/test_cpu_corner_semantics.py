@@ -584,6 +584,17 @@ def test_in_place_into_a_narrower_type_raises_as_on_cpu(call):
         call(DEV)
 
 
+def test_ldexp_of_half_computes_in_float():
+    """ldexp(half, int): 2**-10 * 2**20 is 1024, as CPU's kernel computes
+    (ATen's composite computed 2**20 in half: inf; test_ldexp)."""
+    m = torch.tensor([-2.0, 2**-10, 3.0, 0.5], dtype=torch.half)
+    e = torch.tensor([-25, 20, 3, -1])
+    same(torch.ldexp(m.to(DEV), e.to(DEV)), torch.ldexp(m, e))
+    x = torch.linspace(-5, 5, 33)
+    k = torch.arange(-16, 17)
+    same(torch.ldexp(x.to(DEV), k.to(DEV)), torch.ldexp(x, k))
+
+
 @pytest.mark.parametrize("op", ["lt", "eq", "logical_and", "logical_xor"])
 def test_predicates_write_any_type_without_a_cast_check(op):
     """Comparisons and logical ops write 0/1 into any out= or in-place type
