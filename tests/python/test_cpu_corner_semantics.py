@@ -595,6 +595,24 @@ def test_ldexp_of_half_computes_in_float():
     same(torch.ldexp(x.to(DEV), k.to(DEV)), torch.ldexp(x, k))
 
 
+def test_complex_half_pow_computes_in_complex_float():
+    """Note [Complex half pow]: CPU raises for complex half, CUDA computes it
+    in complex float; PyTorch's test_pow expects an accelerator to compute."""
+    m = torch.tensor([1.5, -2.0, 0.5, 0.0], dtype=torch.half)
+    with pytest.raises(RuntimeError, match="ComplexHalf"):
+        torch.pow(m, 1 + 1j)
+    for actual, reference in [
+        (torch.pow(m.to(DEV), 1 + 1j), torch.pow(m.to(torch.complex64), 1 + 1j)),
+        (torch.pow(2 - 1j, m.to(DEV)), torch.pow(2 - 1j, m.to(torch.complex64))),
+        (
+            torch.pow(m.to(DEV).to(torch.complex32), m.to(DEV).to(torch.complex32)),
+            torch.pow(m.to(torch.complex64), m.to(torch.complex64)),
+        ),
+    ]:
+        assert actual.dtype == torch.complex32
+        same(torch.view_as_real(actual), torch.view_as_real(reference.to(torch.complex32)))
+
+
 @pytest.mark.parametrize("op", ["lt", "eq", "logical_and", "logical_xor"])
 def test_predicates_write_any_type_without_a_cast_check(op):
     """Comparisons and logical ops write 0/1 into any out= or in-place type
