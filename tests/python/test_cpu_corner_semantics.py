@@ -613,6 +613,22 @@ def test_complex_half_pow_computes_in_complex_float():
         same(torch.view_as_real(actual), torch.view_as_real(reference.to(torch.complex32)))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_trunc_division_truncates_the_rounded_quotient(dtype):
+    """Note [Intermediates rounded to the inputs' type]: 26192 / -1139 is -22.9956,
+    -23 in half; CPU truncates that (-23), the float quotient gave -22
+    (test_div_rounding_numpy)."""
+    a = torch.tensor([-26192.0, 58368.0, 56416.0, 7.0, -1.0], dtype=dtype)
+    b = torch.tensor([-1139.0, 176.875, -1525.0, 2.0, 3.0], dtype=dtype)
+    g = torch.Generator().manual_seed(0)
+    a = torch.cat([a, (torch.rand(4096, generator=g) * 2e4 - 1e4).to(dtype)])
+    b = torch.cat([b, (torch.rand(4096, generator=g) * 600 - 300).to(dtype)])
+    same(
+        torch.div(a.to(DEV), b.to(DEV), rounding_mode="trunc"),
+        torch.div(a, b, rounding_mode="trunc"),
+    )
+
+
 @pytest.mark.parametrize("op", ["lt", "eq", "logical_and", "logical_xor"])
 def test_predicates_write_any_type_without_a_cast_check(op):
     """Comparisons and logical ops write 0/1 into any out= or in-place type

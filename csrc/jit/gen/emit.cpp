@@ -111,6 +111,9 @@ std::string pointwiseBody(const Recipe& r, const Signature& sig, bool baked, con
   }
   Val v = lowering.lower(*r.expr);
   flagosDtype_t out = sig.operands[0].dtype;
+  // See Note [Intermediates rounded to the inputs' type] (lower.cpp).
+  if (v.code.find("FLAGOS_ROUND_COMMON(") != std::string::npos)
+    s << "#define FLAGOS_ROUND_COMMON(x) " << dl.roundTo(compute, "(x)") << "\n";
   std::string value = out == FLAGOS_DTYPE_BOOL ? "(" + v.code + " != 0)" : v.code;
   s << "  " << dl.store(out, "p0", index[0], value) << "\n";
   return s.str();

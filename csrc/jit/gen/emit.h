@@ -64,6 +64,15 @@ class Dialect {
   // element, float for the 16-bit types) to element @p index.
   virtual std::string store(flagosDtype_t dtype, const std::string& ptr, const std::string& index,
                             const std::string& value) const = 0;
+  // An expression: float @p value rounded to @p dtype's precision and read
+  // back as a float (a store and a load without memory; see Note
+  // [Intermediates rounded to the inputs' type] in lower.cpp). The
+  // prelude's helpers do it.
+  virtual std::string roundTo(flagosDtype_t dtype, const std::string& value) const {
+    if (dtype == FLAGOS_DTYPE_FLOAT16) return "flagos_h2f(flagos_f2h((float)(" + value + ")))";
+    if (dtype == FLAGOS_DTYPE_BFLOAT16) return "flagos_bf2f(flagos_f2bf((float)(" + value + ")))";
+    return value;
+  }
   // The kernel's signature and preamble: pointers named after the params,
   // `meta`, the scalars, and the work item `gid` (int64) in scope as
   // @p items says (PerItem: valid, checked against meta.work). close()

@@ -33,7 +33,13 @@ const char* storageType(flagosDtype_t d) {
   }
 }
 
-const char* kBf16Helpers = R"(float flagos_bf2f(ushort b) { return as_float((uint)b << 16); }
+// 16-bit helpers: roundTo's half rounding (half exists only behind
+// pointers) and the bfloat16 conversions.
+const char* k16BitHelpers = R"(float flagos_round_half(float v) {
+  ushort h[1];
+  vstore_half_rte(v, 0, (__private half*)h);
+  return vload_half(0, (__private half*)h); }
+float flagos_bf2f(ushort b) { return as_float((uint)b << 16); }
 ushort flagos_f2bf(float f) {
   uint x = as_uint(f);
   if ((x & 0x7fffffff) > 0x7f800000) return (ushort)((x >> 16) | 0x40);
@@ -92,7 +98,7 @@ class OpenCLDialect : public Dialect {
            // Without fp64 no program may name double (the random helpers
            // use these only with it).
            (fp64 ? "#define flagos_d2u(x) as_ulong(x)\n#define flagos_u2d(x) as_double(x)\n" : "") +
-           kBf16Helpers + commonHelpers(fp64);
+           k16BitHelpers + commonHelpers(fp64);
   }
   std::string strictFloatPrelude() const override { return "#pragma OPENCL FP_CONTRACT OFF\n"; }
   std::string strictFloatOptions() const override {
@@ -102,6 +108,10 @@ class OpenCLDialect : public Dialect {
     if (d == FLAGOS_DTYPE_FLOAT16) return "vload_half(" + i + ", " + ptr + ")";
     if (d == FLAGOS_DTYPE_BFLOAT16) return "flagos_bf2f(" + ptr + "[" + i + "])";
     return ptr + "[" + i + "]";
+  }
+  std::string roundTo(flagosDtype_t d, const std::string& v) const override {
+    if (d == FLAGOS_DTYPE_FLOAT16) return "flagos_round_half((float)(" + v + "))";
+    return Dialect::roundTo(d, v);
   }
   std::string store(flagosDtype_t d, const std::string& ptr, const std::string& i,
                     const std::string& v) const override {

@@ -126,6 +126,22 @@ Val Lowering::call(const Expr& e) {
     need(1);
     return {helper->second + suffix() + "(" + as(a[0], Ty::F) + ")", Ty::F};
   }
+  // Note [Intermediates rounded to the inputs' type]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Kernels compute 16-bit floats in float and round once, at the store.
+  // Where CPU rounds an intermediate to the inputs' type (div's trunc mode
+  // on two float16 tensors truncates the quotient rounded to half: 26192 /
+  // -1139 is -22.9956, -23 in half, so -23, not -22; test_div_rounding_numpy),
+  // the expression says round_common(x): the kernel's FLAGOS_ROUND_COMMON,
+  // which pointwiseBody defines from the dialect's roundTo for the inputs'
+  // common dtype. A Python scalar divisor reaches the kernel as float32
+  // (Note [Scalars of half arithmetic stay in float], prepared_call.cpp), so
+  // the common dtype is float32 and nothing is rounded, as on CPU.
+  if (f == "round_common") {
+    need(1);
+    if (a[0].ty != Ty::F) return a[0];
+    return {"FLAGOS_ROUND_COMMON(" + a[0].code + ")", Ty::F};
+  }
   if (f == "abs" || f == "ceil" || f == "floor" || f == "trunc" || f == "nearbyint") {
     need(1);
     if (a[0].ty != Ty::F) {

@@ -44,8 +44,11 @@ const std::map<std::string, std::string>& overrides() {
       // torch's div_floor_floating (exact for integers too: `/` divides in
       // double, fmod is `%` on integers).
       {"floor_divide", "other == 0 ? self / other : " FLAGOS_FLOOR_DIV},
+      // trunc: of the quotient rounded to the inputs' type, as CPU
+      // (Note [Intermediates rounded to the inputs' type], lower.cpp).
       {"div_mode",
-       "rounding_mode is None ? self / other : rounding_mode == 0 ? trunc(self / other) "
+       "rounding_mode is None ? self / other : rounding_mode == 0 ? trunc(round_common(self / "
+       "other)) "
        ": other == 0 ? self / other : " FLAGOS_FLOOR_DIV},
       // An absent bound does not clamp.
       {"clamp",
