@@ -645,3 +645,35 @@ def test_predicates_write_any_type_without_a_cast_check(op):
         return torch.cat([out, in_place, wide.long()])
 
     same(make(DEV), make("cpu"))
+
+
+def test_index_add_under_deterministic_algorithms_repeats_its_bits():
+    """Note [Atomic scatters decline]: atomic adds (opencl) sum duplicate
+    indices in any order; deterministic mode must give the same bits every
+    call (test_index_add_deterministic)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(200, 8, generator=g)
+    index = torch.randint(0, 200, (5000,), generator=g)
+    src = torch.randn(5000, 8, generator=g)
+    x_d, index_d, src_d = x.to(DEV), index.to(DEV), src.to(DEV)
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        first = torch.index_add(x_d, 0, index_d, src_d, alpha=1.3).cpu()
+        for _ in range(3):
+            assert torch.equal(torch.index_add(x_d, 0, index_d, src_d, alpha=1.3).cpu(), first)
+    finally:
+        torch.use_deterministic_algorithms(was)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_accumulating_index_put_of_16_bit_floats_is_cpus(dtype):
+    """Each add rounds the partial sum to 16 bits, so only CPU's order gives
+    CPU's result (test_index_put_large_indices: up to 190 apart with atomics)."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(16, 64, generator=g).to(dtype)
+    index = torch.randint(0, 16, (20000,), generator=g)
+    values = torch.randn(20000, 64, generator=g).to(dtype)
+    on_device = a.to(DEV)
+    on_device.index_put_((index.to(DEV),), values.to(DEV), accumulate=True)
+    same(on_device, a.index_put_((index,), values, accumulate=True))

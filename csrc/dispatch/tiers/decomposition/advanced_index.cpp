@@ -158,6 +158,13 @@ bool indexPut(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   if (!usableSelf(self) || values.device() != self.device() ||
       values.scalar_type() != self.scalar_type())
     return false;
+  // Accumulating 16-bit floats rounds every partial sum, so the order of
+  // duplicate indices decides the result; under deterministic algorithms
+  // it must not vary. Both take CPU's own serial kernel on the host tier
+  // (Note [Atomic scatters decline], generated/tier.cpp).
+  if (a[3].toBool() && (self.scalar_type() == at::kHalf || self.scalar_type() == at::kBFloat16 ||
+                        at::globalContext().deterministicAlgorithms()))
+    return false;
   const std::optional<Plan> plan = planFor(self, a[1]);
   if (!plan) return false;
   // Written through a merged view: self's dims must merge without a copy.
