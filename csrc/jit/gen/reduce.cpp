@@ -14,14 +14,6 @@ constexpr int kTile = 8;
 // Outputs a "c" Columns block accumulates at once (doubles: 4 KiB).
 constexpr int kBlock = 512;
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
-std::string lit(int64_t v, const std::string& i64) {
-  return int64Literal(v, i64);
-}
-
 }  // namespace
 
 std::string reduceBody(const Recipe& r, const Signature& sig, bool baked, const Dialect& dl,

@@ -10,6 +10,15 @@
 
 namespace flagos::kernels {
 
+// The bodies' text helpers: @p v in decimal, and as the dialect's int64
+// literal (@p i64: its int64 type).
+inline std::string str(int64_t v) {
+  return std::to_string(v);
+}
+inline std::string lit(int64_t v, const std::string& i64) {
+  return int64Literal(v, i64);
+}
+
 // What one reducer accumulates, as code: the accumulator's type, the type
 // an element is loaded as, the identity, and how an element (or another
 // accumulator) joins an accumulator, scalar and vector.

@@ -8,17 +8,6 @@
 #include "jit/gen/reduction.h"
 
 namespace flagos::kernels {
-namespace {
-
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
-std::string lit(int64_t v, const std::string& i64) {
-  return int64Literal(v, i64);
-}
-
-}  // namespace
 
 std::string rowBody(const Recipe& r, const Signature& sig, bool baked, const Dialect& dl,
                     const Target& target) {
