@@ -77,6 +77,21 @@ def not_run() -> dict[str, str]:
     return out
 
 
+def read_report(report: Path) -> dict[str, str]:
+    """{generic test name: passed|failed|skipped} of one JUnit report."""
+    results = {}
+    for case in ET.parse(report).iter("testcase"):
+        name = generic(f"{case.get('classname')}::{case.get('name')}")
+        kind = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                kind = "failed"
+            elif child.tag == "skipped" and kind != "failed":
+                kind = "skipped"
+        results[name] = kind
+    return results
+
+
 def run_suite(
     src: Path,
     suite: str,
@@ -122,17 +137,7 @@ def run_suite(
         if reports is not None:
             reports.mkdir(parents=True, exist_ok=True)
             shutil.copy(report, reports / f"{suite}-{device}.xml")
-        results = {}
-        for case in ET.parse(report).iter("testcase"):
-            name = generic(f"{case.get('classname')}::{case.get('name')}")
-            kind = "passed"
-            for child in case:
-                if child.tag in ("failure", "error"):
-                    kind = "failed"
-                elif child.tag == "skipped" and kind != "failed":
-                    kind = "skipped"
-            results[name] = kind
-        return results
+        return read_report(report)
 
 
 def main() -> int:
@@ -143,6 +148,12 @@ def main() -> int:
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per suite and device")
     ap.add_argument("--workers", type=int, default=1, help="pytest-xdist processes per run")
     ap.add_argument("--reports", type=Path, help="keep each run's JUnit report in this folder")
+    ap.add_argument(
+        "--cpu-reports",
+        type=Path,
+        help="take the CPU baseline from SUITE-cpu.xml in this folder (an earlier run's "
+        "--reports, same files and torch) instead of running it again",
+    )
     args = ap.parse_args()
     rules = exclusions()
     print(
@@ -152,8 +163,13 @@ def main() -> int:
     ours_all = []
     used: set[str] = set()
     for suite in args.suites.split(","):
-        cpu = run_suite(
-            args.src, suite, "cpu", args.backend, args.timeout, args.workers, args.reports
+        kept = args.cpu_reports / f"{suite}-cpu.xml" if args.cpu_reports else None
+        cpu = (
+            read_report(kept)
+            if kept is not None and kept.exists()
+            else run_suite(
+                args.src, suite, "cpu", args.backend, args.timeout, args.workers, args.reports
+            )
         )
         dev = run_suite(
             args.src, suite, "flagos", args.backend, args.timeout, args.workers, args.reports
