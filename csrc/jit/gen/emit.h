@@ -270,7 +270,7 @@ std::string rowBody(const Recipe& recipe, const Signature& sig, bool baked, cons
 std::string indexPrelude(const Recipe& recipe, const Signature& sig, const Dialect& dl);
 std::string indexBody(const Recipe& recipe, const Signature& sig, const Dialect& dl,
                       const Target& target);
-// Window kernels (window.cpp): the body.
+// Window kernels (window_body.cpp, Note [Window kernels] in window.cpp): the body.
 std::string windowBody(const Recipe& recipe, const Signature& sig, const Dialect& dl,
                        const Target& target);
 // Random kernels (random.cpp): the Philox and distribution helpers (over

@@ -53,6 +53,9 @@ enum class WindowOp : uint8_t {
   UpsampleBilinear,
   UpsampleBilinearBackward
 };
+// Whether a window operator's work items walk the image (gather form: the
+// backwards and col2im) rather than the grid of windows.
+bool windowGathers(WindowOp op);
 // Rank sorts and index-returning reductions (sort.cpp, Note [Sort kernels]).
 enum class SortOp : uint8_t { Sort, Topk, Argmax, Argmin, MaxDim, MinDim };
 
