@@ -677,3 +677,14 @@ def test_accumulating_index_put_of_16_bit_floats_is_cpus(dtype):
     on_device = a.to(DEV)
     on_device.index_put_((index.to(DEV),), values.to(DEV), accumulate=True)
     same(on_device, a.index_put_((index,), values, accumulate=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int64], ids=str)
+def test_nan_to_num_of_integers_into_an_integer_out_is_a_copy(dtype):
+    """Integers into a float-only operator compute in float, but an integer
+    out= of nan_to_num is CPU's copy, not a cast error (test_unary_ufuncs)."""
+    x = torch.tensor([1, 2, 3, 100], dtype=dtype)
+    same(
+        torch.nan_to_num(x.to(DEV), out=torch.empty(4, dtype=dtype, device=DEV)),
+        torch.nan_to_num(x),
+    )

@@ -243,9 +243,12 @@ void promoteAgainstScalar(const OpSpec& spec, const OverloadSchema& schema, cons
 // * an operator defined for floating types only computes integer inputs in
 //   the default floating dtype (sin or true division of int64 into a
 //   float64 out rounds as float32 does, as on CPU).
-// A written tensor that cannot hold that dtype raises CPU's error (int32 *=
-// float32: "result type Float can't be cast to the desired output type
-// Int"). Otherwise, when the written tensor's dtype differs, the kernel
+// A written tensor that cannot hold the first (the result type) raises
+// CPU's error (int32 *= float32: "result type Float can't be cast to the
+// desired output type Int"); an integer tensor written by a float-only
+// operator is left to the kernel and CPU (nan_to_num of integers is a
+// copy; sin raises from its meta kernel). Otherwise, when the written
+// tensor's dtype differs from the computation's, the kernel
 // writes a temporary of the computation dtype, then copied (cast) into it
 // on the device. Predicates (comparisons, logical_*, isnan: TensorIterator's
 // comparison ops) may write any type: no cast check for them (int64 <
@@ -275,8 +278,10 @@ bool predicate(const OpSpec& spec) {
   return false;
 }
 
-at::ScalarType computationDtype(const OpSpec& spec, const OverloadSchema& schema,
-                                const c10::IValue* args, at::ScalarType common) {
+// TensorIterator's common dtype: the promoted tensors' @p common and the
+// scalars that stand for an operand.
+at::ScalarType resultDtype(const OpSpec& spec, const OverloadSchema& schema,
+                           const c10::IValue* args, at::ScalarType common) {
   at::native::ResultTypeState state;
   state.dimResult = common;
   for (int k = 0; k < spec.num_scalars && k < static_cast<int>(schema.scalars.size()); ++k) {
@@ -284,10 +289,7 @@ at::ScalarType computationDtype(const OpSpec& spec, const OverloadSchema& schema
     if (arg >= 0 && operandScalar(spec.scalars[k].name) && args[arg].isScalar())
       state = at::native::update_result_type_state(args[arg].toScalar(), state);
   }
-  at::ScalarType dtype = at::native::result_type(state);
-  if (!spec.integral && at::isIntegralType(dtype, /*includeBool=*/true))
-    dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
-  return dtype;
+  return at::native::result_type(state);
 }
 
 }  // namespace
@@ -300,11 +302,20 @@ at::Tensor computeInCommonDtype(const OpSpec& spec, const OverloadSchema& schema
   const at::Tensor& out = *o.outputs[0];
   if (!out.defined()) return at::Tensor();
   const at::ScalarType type = out.scalar_type();
-  const at::ScalarType dtype = computationDtype(spec, schema, args, common);
-  if (type == dtype || type == at::kBool || (at::isComplexType(dtype) && !at::isComplexType(type)))
+  const at::ScalarType result = resultDtype(spec, schema, args, common);
+  if (type == at::kBool || (at::isComplexType(result) && !at::isComplexType(type)))
     return at::Tensor();
-  TORCH_CHECK(predicate(spec) || c10::canCast(dtype, type), "result type ", dtype,
+  TORCH_CHECK(predicate(spec) || c10::canCast(result, type), "result type ", result,
               " can't be cast to the desired output type ", type);
+  // Integers into a float-only operator compute in the default float; into
+  // an integer out that is for the kernel and CPU to settle (nan_to_num of
+  // integers is a copy, sin raises from its meta kernel).
+  at::ScalarType dtype = result;
+  if (!spec.integral && at::isIntegralType(result, /*includeBool=*/true)) {
+    dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
+    if (!c10::canCast(dtype, type)) return at::Tensor();
+  }
+  if (type == dtype) return at::Tensor();
   at::Tensor destination = out;
   o.outputs[0] = TensorRef::owned(at::empty_like(out, out.options().dtype(dtype)));
   return destination;
