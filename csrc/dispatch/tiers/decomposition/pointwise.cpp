@@ -56,48 +56,28 @@ bool nanToNum(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 // an accelerator). So do we: the operands go to complex float, pow runs
 // there (on whichever tier takes complex), and the result is rounded to
 // complex half. Any other dtype declines, to the tiers before and after.
-at::Tensor toComplexFloat(const at::Tensor& t) {
-  return t.to(at::kComplexFloat);
-}
-
-bool complexHalfResult(const at::Tensor& t) {
-  return t.defined() && t.device().is_privateuseone();
-}
-
-// pow.Tensor_Tensor(self, exponent).
+// pow.Tensor_Tensor, pow.Tensor_Scalar and pow.Scalar: (self, exponent),
+// either one a Scalar.
 bool powComplexHalf(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   constexpr int kArgs = 2;
   const c10::IValue* a = argsOf(*stack, kArgs);
-  if (!a || !a[0].isTensor() || !a[1].isTensor()) return false;
-  const at::Tensor self = a[0].toTensor(), exponent = a[1].toTensor();
-  if (!complexHalfResult(self) || at::result_type(self, exponent) != at::kComplexHalf) return false;
-  const at::Tensor out = at::pow(toComplexFloat(self), toComplexFloat(exponent));
+  if (!a || !(a[0].isTensor() || a[1].isTensor())) return false;
+  if (!a[a[0].isTensor() ? 0 : 1].toTensor().device().is_privateuseone()) return false;
+  auto wide = [](const c10::IValue& v) { return v.toTensor().to(at::kComplexFloat); };
+  at::ScalarType type;
+  at::Tensor out;
+  if (a[0].isTensor() && a[1].isTensor()) {
+    type = at::result_type(a[0].toTensor(), a[1].toTensor());
+    if (type == at::kComplexHalf) out = at::pow(wide(a[0]), wide(a[1]));
+  } else if (a[0].isTensor()) {
+    type = at::result_type(a[0].toTensor(), a[1].toScalar());
+    if (type == at::kComplexHalf) out = at::pow(wide(a[0]), a[1].toScalar());
+  } else {
+    type = at::result_type(a[1].toTensor(), a[0].toScalar());
+    if (type == at::kComplexHalf) out = at::pow(a[0].toScalar(), wide(a[1]));
+  }
+  if (type != at::kComplexHalf) return false;
   replaceArgs(stack, kArgs, {out.to(at::kComplexHalf)});
-  return true;
-}
-
-// pow.Tensor_Scalar(self, exponent).
-bool powScalarComplexHalf(const c10::OperatorHandle&, torch::jit::Stack* stack) {
-  constexpr int kArgs = 2;
-  const c10::IValue* a = argsOf(*stack, kArgs);
-  if (!a || !a[0].isTensor() || !a[1].isScalar()) return false;
-  const at::Tensor self = a[0].toTensor();
-  const at::Scalar exponent = a[1].toScalar();
-  if (!complexHalfResult(self) || at::result_type(self, exponent) != at::kComplexHalf) return false;
-  replaceArgs(stack, kArgs, {at::pow(toComplexFloat(self), exponent).to(at::kComplexHalf)});
-  return true;
-}
-
-// pow.Scalar(self, exponent).
-bool powScalarBaseComplexHalf(const c10::OperatorHandle&, torch::jit::Stack* stack) {
-  constexpr int kArgs = 2;
-  const c10::IValue* a = argsOf(*stack, kArgs);
-  if (!a || !a[0].isScalar() || !a[1].isTensor()) return false;
-  const at::Scalar self = a[0].toScalar();
-  const at::Tensor exponent = a[1].toTensor();
-  if (!complexHalfResult(exponent) || at::result_type(exponent, self) != at::kComplexHalf)
-    return false;
-  replaceArgs(stack, kArgs, {at::pow(self, toComplexFloat(exponent)).to(at::kComplexHalf)});
   return true;
 }
 
@@ -107,8 +87,8 @@ void addPointwiseComposites(Register add) {
   add("clamp_tensor", clampTensor, /*in_place=*/true);
   add("nan_to_num", nanToNum, false);
   add("pow", powComplexHalf, /*in_place=*/true);  // See Note [Complex half pow]
-  add("pow_scalar", powScalarComplexHalf, /*in_place=*/true);
-  add("pow_scalar_base", powScalarBaseComplexHalf, false);
+  add("pow_scalar", powComplexHalf, /*in_place=*/true);
+  add("pow_scalar_base", powComplexHalf, false);
 }
 
 }  // namespace flagos::composite
