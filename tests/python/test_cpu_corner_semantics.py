@@ -688,3 +688,21 @@ def test_nan_to_num_of_integers_into_an_integer_out_is_a_copy(dtype):
         torch.nan_to_num(x.to(DEV), out=torch.empty(4, dtype=dtype, device=DEV)),
         torch.nan_to_num(x),
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("offset", [0, 1, 3, 5])
+def test_vector_loads_of_16_bit_floats_at_any_alignment(dtype, offset):
+    """Reductions and rows read eight 16-bit values at a time from addresses
+    that are only 2-byte aligned (rows of 12, a view at an odd element).
+    PoCL's vload_half8 faulted there in torch.any(x, dim=0) (test_reductions;
+    Note [Eight halves, one at a time])."""
+    g = torch.Generator().manual_seed(1)
+    base = torch.randn(offset + 5 * 12, generator=g).to(dtype)
+    base[offset + 12 : offset + 36] = 0
+    x = base[offset:].view(5, 12)
+    x_d = base.to(DEV)[offset:].view(5, 12)
+    for reduce in (torch.any, torch.all, torch.sum, torch.amax):
+        torch.testing.assert_close(reduce(x_d, dim=0).cpu(), reduce(x, dim=0), rtol=1e-2, atol=1e-2)
+    for row in (torch.softmax, torch.log_softmax):
+        torch.testing.assert_close(row(x_d, -1).cpu(), row(x, -1), rtol=1e-2, atol=1e-2)
