@@ -155,6 +155,10 @@ def main() -> int:
         "--reports, same files and torch) instead of running it again",
     )
     args = ap.parse_args()
+    suites = [n if n.startswith("test_") else f"test_{n}" for n in args.suites.split(",")]
+    unknown = [n for n in suites if not (args.src / f"{n}.py").is_file()]
+    if unknown:
+        ap.error(f"no such suite in {args.src}: {', '.join(unknown)} (known: {', '.join(SUITES)})")
     rules = exclusions()
     print(
         "| suite | tests on flagos | passed | skipped | failures also on CPU | ours excluded | ours |"
@@ -162,7 +166,8 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|")
     ours_all = []
     used: set[str] = set()
-    for suite in args.suites.split(","):
+    empty = []
+    for suite in suites:
         kept = args.cpu_reports / f"{suite}-cpu.xml" if args.cpu_reports else None
         cpu = (
             read_report(kept)
@@ -174,6 +179,8 @@ def main() -> int:
         dev = run_suite(
             args.src, suite, "flagos", args.backend, args.timeout, args.workers, args.reports
         )
+        if not dev:  # nothing collected or ran: not a pass
+            empty.append(suite)
         failed = [n for n, k in dev.items() if k == "failed"]
         skew = [n for n in failed if cpu.get(n) == "failed"]
         ours = [n for n in failed if cpu.get(n) != "failed"]
@@ -189,13 +196,15 @@ def main() -> int:
         )
     for name in ours_all:
         print("ours:", name)
+    for suite in empty:
+        print("no test ran on flagos:", suite)
     # The list only shrinks: an entry no failure of this run matched is
     # reported, so that it is taken out once its cause is fixed.
-    ran = args.suites.split(",")
+    ran = suites
     for pattern, _ in rules:
         if pattern.split(".")[0] in ran and pattern not in used:
             print("exclusion matched nothing this run:", pattern)
-    return 1 if ours_all else 0
+    return 1 if ours_all or empty else 0
 
 
 if __name__ == "__main__":
