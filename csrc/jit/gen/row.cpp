@@ -1,13 +1,60 @@
 // The kernel body of a row operator (softmax, log_softmax and their
 // backwards) for each strategy of Note [Reduction strategies]
 // (reduce_layout.cpp).
-#include <sstream>
-
+//
+// Every row operator is one or two passes over its row: the forward ones
+// first find the row's max (kRowMax), then all four sum over the row and
+// write it (kSumThenWrite): one template, and per operator a line of what
+// to sum, the value the sum gives and what to write.
 #include "jit/gen/emit.h"
 #include "jit/gen/recipe.h"
 #include "jit/gen/reduction.h"
+#include "jit/gen/source_template.h"
 
 namespace flagos::kernels {
+namespace {
+
+// ${_} is the indent: a generic kernel has the passes twice, for contiguous
+// and for strided rows, one level deeper.
+
+// Group on contiguous rows: vectors of ${W}, then the tail element by element.
+constexpr const char* kGroupVectorWalk = R"(${_}{ const ${I} nv = ${n} / ${W};
+${_}  for (${I} v = lane; v < nv; v += lanes) { const ${I} j = v * ${W}; ${body_v} }
+${_}  for (${I} j = nv * ${W} + lane; j < ${n}; j += lanes) { ${body} } }
+)";
+constexpr const char* kGroupWalk = R"(${_}for (${I} j = lane; j < ${n}; j += lanes) { ${body} }
+)";
+// ${simd}: the dialect's vector-loop pragma (`omp simd`) or nothing.
+constexpr const char* kSerialWalk = R"(${simd}${_}for (${I} j = 0; j < ${n}; ++j) { ${body} }
+)";
+// Note [Work-group combine helpers]: the segment's items' values.
+constexpr const char* kCombine =
+    R"(${_}${var} = flagos_segment_${op}_${suffix}(${var}, flagos_scratch_${scratch} + seg * (lanes + 1 + (lanes + 7) / 8), lane, lanes);
+)";
+// Declared where their pass starts: on PoCL every value live across a
+// barrier (the combine helpers) is kept per item in memory.
+constexpr const char* kSums = R"(${_}${A} sum = 0;
+)";
+constexpr const char* kVectorSums = R"(${_}${A} sum = 0;
+${_}${VA} sv = (${VA})(0);
+)";
+constexpr const char* kFoldSum = R"(${_}sum += ${horizontal};
+)";
+// The max of the row into m. "c" rows keep NaN in a flag (the simd
+// clause's max does not propagate it); vectors fold their lanes after.
+constexpr const char* kRowMax = R"(${_}${E} m = -INFINITY;
+${pass}${combine})";
+constexpr const char* kNanFlaggedPass = R"(${_}int nan_ = 0;
+${walk}${_}if (nan_) m = NAN;
+)";
+constexpr const char* kVectorMaxPass = R"(${_}${VE} mv = (${VE})(-INFINITY);
+${walk}${_}m = flagos_max${es}(m, ${horizontal});
+)";
+constexpr const char* kSumThenWrite =
+    R"(${sums}${sum_pass}${fold}${combine}${_}const ${E} ${name} = ${value};
+${write_pass})";
+
+}  // namespace
 
 std::string rowBody(const Recipe& r, const Signature& sig, bool baked, const Dialect& dl,
                     const Target& target) {
@@ -25,19 +72,18 @@ std::string rowBody(const Recipe& r, const Signature& sig, bool baked, const Dia
   const ReduceStrategy strategy = reduceStrategy(r, l, target);
   const bool group = strategy == ReduceStrategy::Group;
   const int width = group ? dl.vectorWidth() : 1;
-  const std::string S = "lanes", W = str(width);
-  std::ostringstream s;
+  std::string s;
   IndexPlan plan{"gid", "nk", "ksize", {}, {}};
   for (int k = 0; k < nops; ++k) {
-    s << "  " << i64 << " off" << k << " = 0;\n";
+    s += "  " + i64 + " off" + str(k) + " = 0;\n";
     plan.stride_fields.push_back("kst[" + str(k) + "]");
     plan.offsets.push_back("off" + str(k));
   }
-  s << indexCode(plan, baked, l.ksize, l.kst, i64, "rest");
+  s += indexCode(plan, baked, l.ksize, l.kst, i64, "rest");
   if (group) {
     const uint64_t scratch = groupScratchMax(groupSize(target));
-    s << "  " << dl.localArray(et, "flagos_scratch_e", scratch) << "\n"
-      << "  " << dl.localArray(at, "flagos_scratch_a", scratch) << "\n";
+    s += "  " + dl.localArray(et, "flagos_scratch_e", scratch) + "\n" + "  " +
+         dl.localArray(at, "flagos_scratch_a", scratch) + "\n";
   }
   const std::string n = baked ? lit(l.count, i64) : "meta.len";
   // Element j of operand k: contiguous (the row stride is 1) or strided.
@@ -52,10 +98,7 @@ std::string rowBody(const Recipe& r, const Signature& sig, bool baked, const Dia
   auto wide = [&](int k) {
     return "(" + at + ")" + dl.load(sig.operands[k].dtype, "p" + str(k), idx(k));
   };
-  auto put = [&](const std::string& v) {
-    const std::string st = dl.store(sig.operands[0].dtype, "p0", idx(0), v);
-    return st;
-  };
+  auto put = [&](const std::string& v) { return dl.store(sig.operands[0].dtype, "p0", idx(0), v); };
   // Vector forms (Group on contiguous rows), at element j.
   auto xv = [&](int k) {
     return dl.loadVector(sig.operands[k].dtype, "p" + str(k), "off" + str(k) + " + j", et);
@@ -68,138 +111,149 @@ std::string rowBody(const Recipe& r, const Signature& sig, bool baked, const Dia
   };
   auto toAcc = [&](const std::string& v) { return et == at ? v : dl.convertVector(at, v); };
   // "c" rows: each pass a vector loop (`omp simd`, the accumulation as its
-  // reduction clause; the max keeps NaN in a flag: the clause's max does
-  // not propagate it).
+  // reduction clause).
   const bool vector_rows = strategy == ReduceStrategy::Rows && !dl.simdLoop("").empty();
-  // The passes for one addressing (contiguous or strided).
-  auto emitPasses = [&](bool contig, const std::string& indent) {
+  // The passes for one addressing (contiguous or strided), indented by @p _.
+  auto emitPasses = [&](bool contig, const std::string& _) {
     contiguous = contig;
     const bool vec = group && contig && width > 1;
-    std::ostringstream p;
     // One pass: @p body per element, @p body_v per vector of elements (vec).
     auto walk = [&](const std::string& body, const std::string& body_v, const std::string& clause) {
       if (group && vec) {
-        p << indent << "{ const " << i64 << " nv = " << n << " / " << W << ";\n"
-          << indent << "  for (" << i64 << " v = lane; v < nv; v += " << S << ") { const " << i64
-          << " j = v * " << W << "; " << body_v << " }\n"
-          << indent << "  for (" << i64 << " j = nv * " << W << " + lane; j < " << n
-          << "; j += " << S << ") { " << body << " } }\n";
-      } else if (group) {
-        p << indent << "for (" << i64 << " j = lane; j < " << n << "; j += " << S << ") { " << body
-          << " }\n";
-      } else {
-        if (vector_rows && contig) p << indent << dl.simdLoop(clause) << "\n";
-        p << indent << "for (" << i64 << " j = 0; j < " << n << "; ++j) { " << body << " }\n";
+        return fillTemplate(kGroupVectorWalk, {{"_", _},
+                                               {"I", i64},
+                                               {"n", n},
+                                               {"W", str(width)},
+                                               {"body_v", body_v},
+                                               {"body", body}});
       }
+      if (group) return fillTemplate(kGroupWalk, {{"_", _}, {"I", i64}, {"n", n}, {"body", body}});
+      const std::string simd = vector_rows && contig ? _ + dl.simdLoop(clause) + "\n" : "";
+      return fillTemplate(kSerialWalk,
+                          {{"simd", simd}, {"_", _}, {"I", i64}, {"n", n}, {"body", body}});
     };
-    // Note [Work-group combine helpers]: the segment's items' values.
-    auto combine = [&](const std::string& var, const std::string& op, bool acc) {
-      if (!group) return;
-      p << indent << var << " = flagos_segment_" << op << "_" << (acc ? asuf : esuf) << "(" << var
-        << ", flagos_scratch_" << (acc ? "a" : "e")
-        << " + seg * (lanes + 1 + (lanes + 7) / 8), lane, lanes);\n";
+    auto combine = [&](const std::string& var, const std::string& op, bool acc) -> std::string {
+      if (!group) return "";
+      return fillTemplate(kCombine, {{"_", _},
+                                     {"var", var},
+                                     {"op", op},
+                                     {"suffix", acc ? asuf : esuf},
+                                     {"scratch", acc ? "a" : "e"}});
     };
-    // A vector sum `sv` folded into `sum` after a vector pass.
-    auto foldSum = [&]() {
-      if (vec) {
-        const Reduction sum_red =
-            reductionFor(Reducer::Sum, FLAGOS_DTYPE_FLOAT32, target.fp64, i64);
-        p << indent << "sum += " << sum_red.horizontal(dl, "sv", width) << ";\n";
-      }
+    auto horizontal = [&](Reducer reducer, flagosDtype_t d, const std::string& v) {
+      return reductionFor(reducer, d, reducer == Reducer::Sum ? target.fp64 : f64, i64)
+          .horizontal(dl, v, width);
     };
-    // Declared where their pass starts: on PoCL every value live across a
-    // barrier (the combine helpers) is kept per item in memory.
-    auto sums = [&]() {
-      p << indent << at << " sum = 0;\n";
-      if (vec) p << indent << vat << " sv = (" << vat << ")(0);\n";
-    };
+    std::string p;
     if (r.row == RowOp::Softmax || r.row == RowOp::LogSoftmax) {
-      p << indent << et << " m = -INFINITY;\n";
+      const std::string max_body = "m = flagos_max" + esuf + "(m, " + x(1) + ");";
+      std::string pass;
       if (vector_rows && contig) {
-        p << indent << "int nan_ = 0;\n";
-        walk("const " + et + " v = " + x(1) + "; nan_ |= v != v; m = v > m ? v : m;", "",
-             "max:m) reduction(|:nan_");
-        p << indent << "if (nan_) m = NAN;\n";
+        pass = fillTemplate(
+            kNanFlaggedPass,
+            {{"_", _},
+             {"walk", walk("const " + et + " v = " + x(1) + "; nan_ |= v != v; m = v > m ? v : m;",
+                           "", "max:m) reduction(|:nan_")}});
       } else if (vec) {
-        const Reduction max_red =
-            reductionFor(Reducer::Max, f64 ? FLAGOS_DTYPE_FLOAT64 : FLAGOS_DTYPE_FLOAT32, f64, i64);
-        p << indent << vet << " mv = (" << vet << ")(-INFINITY);\n";
-        walk("m = flagos_max" + esuf + "(m, " + x(1) + ");",
-             "const " + vet + " xv = " + xv(1) + "; mv = " + dl.vectorMaxMin(true, et, "mv", "xv") +
-                 ";",
-             "");
-        p << indent << "m = flagos_max" << esuf << "(m, " << max_red.horizontal(dl, "mv", width)
-          << ");\n";
+        pass = fillTemplate(
+            kVectorMaxPass,
+            {{"_", _},
+             {"VE", vet},
+             {"walk", walk(max_body,
+                           "const " + vet + " xv = " + xv(1) +
+                               "; mv = " + dl.vectorMaxMin(true, et, "mv", "xv") + ";",
+                           "")},
+             {"es", esuf},
+             {"horizontal",
+              horizontal(Reducer::Max, f64 ? FLAGOS_DTYPE_FLOAT64 : FLAGOS_DTYPE_FLOAT32, "mv")}});
       } else {
-        walk("m = flagos_max" + esuf + "(m, " + x(1) + ");", "", "");
+        pass = walk(max_body, "", "");
       }
-      combine("m", "max", false);
-      sums();
-      const flagosDtype_t od = sig.operands[0].dtype;
-      const bool out_is_e = od == (f64 ? FLAGOS_DTYPE_FLOAT64 : FLAGOS_DTYPE_FLOAT32);
-      if (r.row == RowOp::Softmax && out_is_e) {
-        // One exp an element: the exponentials go to the output, then scale
-        // by 1 / sum as CPU's softmax does. Each pass reads an element before
-        // writing it, and the same item reads it again, so an output that
-        // aliases the input is fine.
-        walk("const " + et + " e = exp(" + x(1) + " - m); sum += e; " + put("e"),
-             "const " + vet + " e = exp(" + xv(1) + " - m); sv += " + toAcc("e") + "; " + putv("e"),
-             "+:sum");
-        foldSum();
-        combine("sum", "sum", true);
-        p << indent << "const " << et << " inv = (" << et << ")((" << at << ")1 / sum);\n";
-        walk(put(x(0) + " * inv"), putv(xv(0) + " * inv"), "");
-      } else if (r.row == RowOp::Softmax) {
-        walk("sum += exp(" + x(1) + " - m);", "sv += " + toAcc("exp(" + xv(1) + " - m)") + ";",
-             "+:sum");
-        foldSum();
-        combine("sum", "sum", true);
-        p << indent << "const " << et << " inv = (" << et << ")((" << at << ")1 / sum);\n";
-        walk(put("exp(" + x(1) + " - m) * inv"), putv("exp(" + xv(1) + " - m) * inv"), "");
-      } else {
-        walk("sum += exp(" + x(1) + " - m);", "sv += " + toAcc("exp(" + xv(1) + " - m)") + ";",
-             "+:sum");
-        foldSum();
-        combine("sum", "sum", true);
-        p << indent << "const " << et << " lse = (" << et << ")log(sum);\n";
-        walk(put("(" + x(1) + " - m) - lse"), putv("(" + xv(1) + " - m) - lse"), "");
-      }
-    } else {
-      // Inputs: grad_output (operand 1), output (operand 2).
-      sums();
-      if (r.row == RowOp::SoftmaxBackward) {
-        walk("sum += " + wide(1) + " * " + wide(2) + ";",
-             "sv += " + widev(1) + " * " + widev(2) + ";", "+:sum");
-        foldSum();
-        combine("sum", "sum", true);
-        p << indent << "const " << et << " dot = (" << et << ")sum;\n";
-        walk(put(x(2) + " * (" + x(1) + " - dot)"), putv(xv(2) + " * (" + xv(1) + " - dot)"), "");
-      } else {
-        walk("sum += " + wide(1) + ";", "sv += " + widev(1) + ";", "+:sum");
-        foldSum();
-        combine("sum", "sum", true);
-        p << indent << "const " << et << " total = (" << et << ")sum;\n";
-        walk(put(x(1) + " - exp(" + x(2) + ") * total"),
-             putv(xv(1) + " - exp(" + xv(2) + ") * total"), "");
-      }
+      p += fillTemplate(
+          kRowMax, {{"_", _}, {"E", et}, {"pass", pass}, {"combine", combine("m", "max", false)}});
     }
-    return p.str();
+    // What each operator sums over its row (element, vector), the value the
+    // sum gives, and what it writes.
+    struct Passes {
+      std::string sum, sum_v, name, value, write, write_v;
+    };
+    const std::string e1 = "exp(" + x(1) + " - m)", e1v = "exp(" + xv(1) + " - m)";
+    const flagosDtype_t od = sig.operands[0].dtype;
+    const bool out_is_e = od == (f64 ? FLAGOS_DTYPE_FLOAT64 : FLAGOS_DTYPE_FLOAT32);
+    const std::string inverse = "(" + et + ")((" + at + ")1 / sum)";
+    Passes ps;
+    switch (r.row) {
+      case RowOp::Softmax:
+        if (out_is_e) {
+          // One exp an element: the exponentials go to the output, then
+          // scale by 1 / sum as CPU's softmax does. Each pass reads an
+          // element before writing it, and the same item reads it again,
+          // so an output that aliases the input is fine.
+          ps = {"const " + et + " e = " + e1 + "; sum += e; " + put("e"),
+                "const " + vet + " e = " + e1v + "; sv += " + toAcc("e") + "; " + putv("e"),
+                "inv",
+                inverse,
+                put(x(0) + " * inv"),
+                putv(xv(0) + " * inv")};
+        } else {
+          ps = {"sum += " + e1 + ";", "sv += " + toAcc(e1v) + ";", "inv", inverse,
+                put(e1 + " * inv"),   putv(e1v + " * inv")};
+        }
+        break;
+      case RowOp::LogSoftmax:
+        ps = {"sum += " + e1 + ";",
+              "sv += " + toAcc(e1v) + ";",
+              "lse",
+              "(" + et + ")log(sum)",
+              put("(" + x(1) + " - m) - lse"),
+              putv("(" + xv(1) + " - m) - lse")};
+        break;
+      case RowOp::SoftmaxBackward:  // inputs: grad_output (1), output (2)
+        ps = {"sum += " + wide(1) + " * " + wide(2) + ";",
+              "sv += " + widev(1) + " * " + widev(2) + ";",
+              "dot",
+              "(" + et + ")sum",
+              put(x(2) + " * (" + x(1) + " - dot)"),
+              putv(xv(2) + " * (" + xv(1) + " - dot)")};
+        break;
+      default:  // log_softmax backward: grad_output (1), output (2)
+        ps = {"sum += " + wide(1) + ";",
+              "sv += " + widev(1) + ";",
+              "total",
+              "(" + et + ")sum",
+              put(x(1) + " - exp(" + x(2) + ") * total"),
+              putv(xv(1) + " - exp(" + xv(2) + ") * total")};
+        break;
+    }
+    p += fillTemplate(
+        kSumThenWrite,
+        {{"sums", vec ? fillTemplate(kVectorSums, {{"_", _}, {"A", at}, {"VA", vat}})
+                      : fillTemplate(kSums, {{"_", _}, {"A", at}})},
+         {"sum_pass", walk(ps.sum, ps.sum_v, "+:sum")},
+         {"fold",
+          vec ? fillTemplate(kFoldSum,
+                             {{"_", _},
+                              {"horizontal", horizontal(Reducer::Sum, FLAGOS_DTYPE_FLOAT32, "sv")}})
+              : ""},
+         {"combine", combine("sum", "sum", true)},
+         {"_", _},
+         {"E", et},
+         {"name", ps.name},
+         {"value", ps.value},
+         {"write_pass", walk(ps.write, ps.write_v, "")}});
+    return p;
   };
-  if (!vector_rows && !group) {
-    s << emitPasses(false, "  ");
-  } else if (baked) {
+  if (!vector_rows && !group) return s + emitPasses(false, "  ");
+  if (baked) {
     bool all_unit = true;
     for (int k = 0; k < nops; ++k) all_unit = all_unit && l.rst[k][0] == 1;
-    s << emitPasses(all_unit, "  ");
-  } else {
-    std::string cond;
-    for (int k = 0; k < nops; ++k)
-      cond += std::string(k ? " && " : "") + "meta.rst[" + str(k) + "] == 1";
-    s << "  if (" << cond << ") {\n"
-      << emitPasses(true, "    ") << "  } else {\n"
-      << emitPasses(false, "    ") << "  }\n";
+    return s + emitPasses(all_unit, "  ");
   }
-  return s.str();
+  std::string cond;
+  for (int k = 0; k < nops; ++k)
+    cond += std::string(k ? " && " : "") + "meta.rst[" + str(k) + "] == 1";
+  return s + "  if (" + cond + ") {\n" + emitPasses(true, "    ") + "  } else {\n" +
+         emitPasses(false, "    ") + "  }\n";
 }
 
 }  // namespace flagos::kernels
