@@ -35,10 +35,10 @@
 // -ffp-contract=off; OpenCL: the FP_CONTRACT pragma; CUDA: --fmad=false).
 #include <cmath>
 #include <cstdint>
-#include <sstream>
 
 #include "jit/gen/emit.h"
 #include "jit/gen/recipe.h"
+#include "jit/gen/source_template.h"
 
 namespace flagos::kernels {
 namespace {
@@ -304,6 +304,40 @@ std::string str(int64_t v) {
   return std::to_string(v);
 }
 
+// The body of every random kernel: the element's block, what the operator
+// computes from it (${prologue}), the store.
+constexpr const char* kRandomFrame =
+    R"(${offsets}  const flagos_philox_t w = flagos_philox_at((FLAGOS_U64)s${seed}, (FLAGOS_U64)s${offset} + (FLAGOS_U64)gid);
+${prologue}  ${store}
+)";
+constexpr const char* kUniform = R"(  const ${C} lo = ${lo}, hi = ${hi};
+  const ${C} v = lo + (hi - lo) * ${u};
+)";
+// CUDA's guard: log(u1) never 0 (and no underflow in the dtype).
+constexpr const char* kExponential = R"(  const ${C} u1 = (${C})1 - ${u};
+  const ${C} lg = u1 >= (${C})1 - ${half_eps} ? -${half_eps} : flagos_rng_log${x}(u1);
+)";
+constexpr const char* kGeometric =
+    R"(  const ${C} g = ceil(flagos_rng_log${x}((${C})1 - ${u}) / flagos_rng_log1p${x}(-${p}));
+)";
+// ATen's native_dropout: mask ~ Bernoulli(1 - p), out = x * mask * scale.
+// Selects and bitwise ops only: a loop with control flow in its body does
+// not vectorize.
+constexpr const char* kDropout = R"(  const ${F} keep_p = (${F})1 - s0;
+  const int train = ${train};
+  const int keep = (int)((${F})(w.v0 >> 8) < keep_p * (${F})16777216) | !train;
+  const ${F} inv = keep_p == (${F})0 ? (${F})0 : (${F})1 / keep_p;
+  const ${C} scale = (${C})(train ? inv : (${F})1);
+  const ${C} x = (${C})${x};
+  ${store_mask}
+)";
+// ATen's uniform_int_from_to: 64 random bits from a range of 2^28 on (32
+// bits leave up to 2^28 / 2^32 of skew), else w0 alone.
+constexpr const char* kRandomFromTo = R"(  const FLAGOS_U64 range = (FLAGOS_U64)s1 - (FLAGOS_U64)s0;
+  const FLAGOS_U64 r = range >= ((FLAGOS_U64)1 << 28)
+      ? ((((FLAGOS_U64)w.v0 << 32) | w.v1) % range) : (FLAGOS_U64)(w.v0 % (FLAGOS_U32)range);
+)";
+
 }  // namespace
 
 std::string randomHelpers(bool fp64) {
@@ -417,18 +451,14 @@ std::string randomBody(const Recipe& r, const Signature& sig, bool baked, const 
                                                    sig.operands[2].dtype == FLAGOS_DTYPE_FLOAT64);
   const std::string ct = dbl ? "double" : "float", sx = dbl ? "d" : "f";
   const std::string ft = fp64 ? "double" : "float";  // the float scalars' type
-  std::ostringstream s;
   std::vector<std::string> index;
-  s << elementOffsets(sig, baked, i64, &index);
-  // The element's block (Note [Random numbers on the device]).
-  s << "  const flagos_philox_t w = flagos_philox_at((FLAGOS_U64)s" << nsc - 2 << ", (FLAGOS_U64)s"
-    << nsc - 1 << " + (FLAGOS_U64)gid);\n";
+  const std::string offsets = elementOffsets(sig, baked, i64, &index);
   // The element's uniforms in the compute type: u from w0 (w0 w1 for
   // double), u2 from w1 (w2 w3).
   const std::string u = dbl ? "flagos_rng_ud(w.v0, w.v1)" : "flagos_rng_uf(w.v0)";
   const std::string u2 = dbl ? "flagos_rng_ud(w.v2, w.v3)" : "flagos_rng_uf(w.v1)";
   auto fs = [&](int k) { return "((" + ct + ")s" + str(k) + ")"; };
-  std::string value;
+  std::string prologue, value;
   switch (r.random_op) {
     case RandomOp::Uniform: {
       const int d = digitsOf(out);
@@ -437,8 +467,7 @@ std::string randomBody(const Recipe& r, const Signature& sig, bool baked, const 
         uu = "((float)(w.v0 >> " + str(32 - d) + ") * " +
              (d == 11 ? "0.00048828125f" : "0.00390625f") + ")";
       }
-      s << "  const " << ct << " lo = " << fs(0) << ", hi = " << fs(1) << ";\n"
-        << "  const " << ct << " v = lo + (hi - lo) * " << uu << ";\n";
+      prologue = fillTemplate(kUniform, {{"C", ct}, {"lo", fs(0)}, {"hi", fs(1)}, {"u", uu}});
       value = "(v < hi ? v : lo)";
       break;
     }
@@ -450,14 +479,12 @@ std::string randomBody(const Recipe& r, const Signature& sig, bool baked, const 
               "(" + u + ", " + u2 + "))";
       break;
     case RandomOp::Exponential: {
-      // CUDA's guard: log(u1) never 0 (and no underflow in the dtype).
       const std::string half_eps = out == FLAGOS_DTYPE_FLOAT64    ? "1.1102230246251565e-16"
                                    : out == FLAGOS_DTYPE_FLOAT16  ? "0.00048828125f"
                                    : out == FLAGOS_DTYPE_BFLOAT16 ? "0.00390625f"
                                                                   : "5.9604644775390625e-08f";
-      s << "  const " << ct << " u1 = (" << ct << ")1 - " << u << ";\n"
-        << "  const " << ct << " lg = u1 >= (" << ct << ")1 - " << half_eps << " ? -" << half_eps
-        << " : flagos_rng_log" << sx << "(u1);\n";
+      prologue =
+          fillTemplate(kExponential, {{"C", ct}, {"u", u}, {"half_eps", half_eps}, {"x", sx}});
       value = "(" + ct + ")-1 / " + fs(0) + " * lg";
       break;
     }
@@ -466,8 +493,7 @@ std::string randomBody(const Recipe& r, const Signature& sig, bool baked, const 
               " - (" + ct + ")1)";
       break;
     case RandomOp::Geometric:
-      s << "  const " << ct << " g = ceil(flagos_rng_log" << sx << "((" << ct << ")1 - " << u
-        << ") / flagos_rng_log1p" << sx << "(-" << fs(0) << "));\n";
+      prologue = fillTemplate(kGeometric, {{"C", ct}, {"x", sx}, {"u", u}, {"p", fs(0)}});
       value = "(g < (" + ct + ")1 ? (" + ct + ")1 : g)";
       break;
     case RandomOp::BernoulliScalar:
@@ -481,30 +507,18 @@ std::string randomBody(const Recipe& r, const Signature& sig, bool baked, const 
       break;
     }
     case RandomOp::Dropout: {
-      // ATen's native_dropout: mask ~ Bernoulli(1 - p), out = x * mask * scale.
-      const flagosDtype_t xd = sig.operands[2].dtype;
       const bool has_train = sig.scalar_dtypes[1] != 0;
-      // Selects and bitwise ops only: a loop with control flow in its body
-      // does not vectorize.
-      s << "  const " << ft << " keep_p = (" << ft << ")1 - s0;\n"
-        << "  const int train = " << (has_train ? "s1 != 0" : "1") << ";\n"
-        << "  const int keep = (int)((" << ft << ")(w.v0 >> 8) < keep_p * (" << ft
-        << ")16777216) | !train;\n"
-        << "  const " << ft << " inv = keep_p == (" << ft << ")0 ? (" << ft << ")0 : (" << ft
-        << ")1 / keep_p;\n"
-        << "  const " << ct << " scale = (" << ct << ")(train ? inv : (" << ft << ")1);\n"
-        << "  const " << ct << " x = (" << ct << ")" << dl.load(xd, "p2", index[2]) << ";\n"
-        << "  " << dl.store(FLAGOS_DTYPE_BOOL, "p1", index[1], "keep") << "\n";
+      prologue = fillTemplate(
+          kDropout, {{"F", ft},
+                     {"train", has_train ? "s1 != 0" : "1"},
+                     {"C", ct},
+                     {"x", dl.load(sig.operands[2].dtype, "p2", index[2])},
+                     {"store_mask", dl.store(FLAGOS_DTYPE_BOOL, "p1", index[1], "keep")}});
       value = "x * (" + ct + ")keep * scale";
       break;
     }
     case RandomOp::RandomFromTo:
-      // ATen's uniform_int_from_to: 64 random bits from a range of 2^28 on
-      // (32 bits leave up to 2^28 / 2^32 of skew), else w0 alone.
-      s << "  const FLAGOS_U64 range = (FLAGOS_U64)s1 - (FLAGOS_U64)s0;\n"
-        << "  const FLAGOS_U64 r = range >= ((FLAGOS_U64)1 << 28)\n"
-        << "      ? ((((FLAGOS_U64)w.v0 << 32) | w.v1) % range) : (FLAGOS_U64)(w.v0 % "
-           "(FLAGOS_U32)range);\n";
+      prologue = kRandomFromTo;
       value = "(" + i64 + ")((FLAGOS_U64)s0 + r)";
       break;
     case RandomOp::Random: {
@@ -527,8 +541,12 @@ std::string randomBody(const Recipe& r, const Signature& sig, bool baked, const 
     }
   }
   if (out == FLAGOS_DTYPE_BOOL) value = "((" + value + ") != 0)";
-  s << "  " << dl.store(out, "p0", index[0], value) << "\n";
-  return s.str();
+  // The element's block: Note [Random numbers on the device].
+  return fillTemplate(kRandomFrame, {{"offsets", offsets},
+                                     {"seed", str(nsc - 2)},
+                                     {"offset", str(nsc - 1)},
+                                     {"prologue", prologue},
+                                     {"store", dl.store(out, "p0", index[0], value)}});
 }
 
 }  // namespace flagos::kernels
