@@ -113,9 +113,9 @@ void arenaInfo(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
 struct MemoryCalls {
   static flagosStatus_t malloc(int32_t device, uint64_t bytes, void** ptr) noexcept {
     return guard("malloc", [&] {
-      if (ptr == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host malloc: ptr is NULL");
-      *ptr = nullptr;
-      if (bytes == 0) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "host malloc: bytes is 0");
+      if (flagosStatus_t st = flagos_kit::checkMallocArgs(bytes, ptr); st != FLAGOS_SUCCESS) {
+        return st;
+      }
       Device* d = findDevice("malloc", device);
       return d == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : d->arena->allocate(bytes, ptr);
     });

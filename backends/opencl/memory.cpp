@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "flagos_kit/calls.h"
 #include "opencl.h"
 
 namespace flagos_opencl {
@@ -179,9 +180,9 @@ void deviceMemory(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
 struct MemoryCalls {
   static flagosStatus_t malloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
     return guard("malloc", [&] {
-      if (ptr == nullptr) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl malloc: ptr is NULL");
-      *ptr = nullptr;
-      if (bytes == 0) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "opencl malloc: bytes is 0");
+      if (flagosStatus_t st = flagos_kit::checkMallocArgs(bytes, ptr); st != FLAGOS_SUCCESS) {
+        return st;
+      }
       Device* device = findDevice("malloc", index);
       if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
 

@@ -48,10 +48,9 @@ void deviceMemory(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
 struct MemoryCalls {
   static flagosStatus_t malloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
     return guard("malloc", [&] {
-      if (ptr == nullptr || bytes == 0) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton malloc: ptr NULL or 0 bytes");
+      if (flagosStatus_t st = flagos_kit::checkMallocArgs(bytes, ptr); st != FLAGOS_SUCCESS) {
+        return st;
       }
-      *ptr = nullptr;
       Device* device = findDevice("malloc", index);
       if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
       std::lock_guard<std::mutex> lock(device->mu);

@@ -1,7 +1,7 @@
 // Table members whose logic is the same in every plugin, written once over
 // the plugin's own lookups: probe's answer, the thread's current device and
-// synchronize (device.h), memGetInfo and memFill's pattern (memory.h), the argument checks of
-// kernelLaunch (compiler.h). Stream and event members: streams.h, events.h.
+// synchronize (device.h), memGetInfo, malloc's arguments and memFill's pattern (memory.h), the
+// argument checks of kernelLaunch (compiler.h). Stream and event members: streams.h, events.h.
 //
 // Part of the kit (kit/flagos_kit/): header-only, never crosses the ABI.
 #pragma once
@@ -33,6 +33,17 @@ inline bool validFillPattern(const void* pattern, uint32_t pattern_size) noexcep
     return false;
   }
   return true;
+}
+
+// memory.h malloc's argument checks: @p ptr not NULL (then set to NULL, the
+// answer on every failure) and @p bytes not 0.
+inline flagosStatus_t checkMallocArgs(uint64_t bytes, void** ptr) noexcept {
+  if (ptr == nullptr) {
+    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s malloc: ptr is NULL", kPluginName);
+  }
+  *ptr = nullptr;
+  if (bytes == 0) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s malloc: bytes is 0", kPluginName);
+  return FLAGOS_SUCCESS;
 }
 
 // Calls with no explicit device act on the calling thread's current device

@@ -54,8 +54,10 @@ TEST(Memory, OutOfMemoryIsDistinct) {
 }
 
 TEST(Memory, MallocFreeRejectBadArguments) {
-  void* p = nullptr;
+  static char stale;
+  void* p = &stale;
   FLAGOS_EXPECT_INVALID(mem().malloc(0, 0, &p));
+  EXPECT_EQ(nullptr, p);  // memory.h: the address is NULL on failure
   FLAGOS_EXPECT_INVALID(mem().malloc(0, 256, nullptr));
   FLAGOS_EXPECT_INVALID(mem().malloc(-1, 256, &p));
   FLAGOS_EXPECT_INVALID(mem().malloc(deviceCount(), 256, &p));
