@@ -62,6 +62,25 @@ flagosStatus_t makeDevices(std::vector<std::unique_ptr<Device>>& devices) {
   return FLAGOS_SUCCESS;
 }
 
+// getProperties' answer for @p device (flagos_kit::getProperties checks
+// the index and writes it).
+flagosDeviceProperties deviceProperties(const Device& device) {
+  flagosDeviceProperties result{};
+  result.compute_units = std::max(1, device.sm_count);
+  result.total_memory = device.total_memory;
+  result.capability_major = device.cc_major;
+  result.capability_minor = device.cc_minor;
+  flagos_kit::copyString(result.name, device.name);
+  flagos_kit::copyString(result.arch, archOf(device));
+  result.max_work_group_size = static_cast<uint32_t>(device.max_threads);
+  // Eight warps: segments of 32 items (one warp) for row reductions and
+  // enough blocks per SM for the memory-bound generated kernels.
+  result.preferred_work_group_size = static_cast<uint32_t>(std::min(256, device.max_threads));
+  result.fp64 = FLAGOS_FP64_NATIVE;
+  result.autocast_dtype = FLAGOS_DTYPE_FLOAT16;  // what torch.autocast("cuda") picks
+  return result;
+}
+
 // The device table (device.h), one static member per entry. setCurrent,
 // getCurrent and synchronize are the kit's (calls.h).
 struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> {
@@ -99,26 +118,7 @@ struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> 
 
   static constexpr auto getCount = flagos_kit::getCount<state>;
 
-  static flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
-    return guard("getProperties", [&] {
-      Device* device = findDevice("getProperties", index);
-      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-      flagosDeviceProperties result{};
-      result.compute_units = std::max(1, device->sm_count);
-      result.total_memory = device->total_memory;
-      result.capability_major = device->cc_major;
-      result.capability_minor = device->cc_minor;
-      flagos_kit::copyString(result.name, device->name);
-      flagos_kit::copyString(result.arch, archOf(*device));
-      result.max_work_group_size = static_cast<uint32_t>(device->max_threads);
-      // Eight warps: segments of 32 items (one warp) for row reductions and
-      // enough blocks per SM for the memory-bound generated kernels.
-      result.preferred_work_group_size = static_cast<uint32_t>(std::min(256, device->max_threads));
-      result.fp64 = FLAGOS_FP64_NATIVE;
-      result.autocast_dtype = FLAGOS_DTYPE_FLOAT16;  // what torch.autocast("cuda") picks
-      return flagos_kit::writeSized("getProperties", props, result);
-    });
-  }
+  static constexpr auto getProperties = flagos_kit::getProperties<findDevice, deviceProperties>;
 };
 
 }  // namespace

@@ -22,6 +22,20 @@ std::string machineArch() {
   return uname(&name) == 0 ? std::string(name.machine) : std::string("unknown");
 }
 
+// getProperties' answer for @p device (flagos_kit::getProperties checks
+// the index and writes it).
+flagosDeviceProperties deviceProperties(const Device& device) {
+  flagosDeviceProperties result{};
+  result.compute_units = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  result.total_memory = device.arena->size();
+  flagos_kit::copyString(result.name, "host");
+  flagos_kit::copyString(result.arch, machineArch());
+  result.preferred_work_group_size = static_cast<uint32_t>(kDefaultGrain);  // no work-groups
+  result.fp64 = FLAGOS_FP64_NATIVE;
+  result.autocast_dtype = FLAGOS_DTYPE_BFLOAT16;  // CPUs have no fast float16 arithmetic
+  return result;
+}
+
 // The device table (device.h), one static member per entry.
 // setCurrent/getCurrent (the calling thread's device) and synchronize
 // (over synchronizeDevice) are the kit's (calls.h).
@@ -73,22 +87,7 @@ struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> 
 
   static constexpr auto getCount = flagos_kit::getCount<state>;  // devices.h
 
-  static flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
-    return guard("getProperties", [&] {
-      Device* device = findDevice("getProperties", index);
-      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-      flagosDeviceProperties result{};
-      result.compute_units =
-          static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-      result.total_memory = device->arena->size();
-      flagos_kit::copyString(result.name, "host");
-      flagos_kit::copyString(result.arch, machineArch());
-      result.preferred_work_group_size = static_cast<uint32_t>(kDefaultGrain);  // no work-groups
-      result.fp64 = FLAGOS_FP64_NATIVE;
-      result.autocast_dtype = FLAGOS_DTYPE_BFLOAT16;  // CPUs have no fast float16 arithmetic
-      return flagos_kit::writeSized("getProperties", props, result);
-    });
-  }
+  static constexpr auto getProperties = flagos_kit::getProperties<findDevice, deviceProperties>;
 };
 
 }  // namespace

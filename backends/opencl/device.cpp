@@ -57,6 +57,26 @@ std::unique_ptr<Device> openDevice(int32_t index, const DeviceInfo& info, const 
   return device;
 }
 
+// getProperties' answer for @p device (flagos_kit::getProperties checks
+// the index and writes it).
+flagosDeviceProperties deviceProperties(const Device& device) {
+  flagosDeviceProperties result{};
+  result.compute_units = std::max(1, device.info.compute_units);
+  result.total_memory = device.total_memory;
+  // The device's OpenCL version: what the generator may assume.
+  result.capability_major = device.info.cl_major;
+  result.capability_minor = device.info.cl_minor;
+  flagos_kit::copyString(result.name, device.info.name);
+  flagos_kit::copyString(result.arch, archKey(device.info));
+  result.max_work_group_size =
+      static_cast<uint32_t>(std::min<uint64_t>(device.info.max_work_group_size, UINT32_MAX));
+  result.fp64 = device.info.fp64 ? FLAGOS_FP64_NATIVE : FLAGOS_FP64_NONE;
+  // CPU devices (PoCL) have no fast float16 either; GPUs run both, and
+  // float16 is what CUDA code expects.
+  result.autocast_dtype = device.info.accelerator ? FLAGOS_DTYPE_FLOAT16 : FLAGOS_DTYPE_BFLOAT16;
+  return result;
+}
+
 // The device table (device.h), one static member per entry.
 // setCurrent/getCurrent (the calling thread's device) and synchronize
 // (over synchronizeDevice) are the kit's (calls.h).
@@ -118,28 +138,7 @@ struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> 
 
   static constexpr auto getCount = flagos_kit::getCount<state>;  // devices.h
 
-  static flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
-    return guard("getProperties", [&] {
-      Device* device = findDevice("getProperties", index);
-      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-      flagosDeviceProperties result{};
-      result.compute_units = std::max(1, device->info.compute_units);
-      result.total_memory = device->total_memory;
-      // The device's OpenCL version: what the generator may assume.
-      result.capability_major = device->info.cl_major;
-      result.capability_minor = device->info.cl_minor;
-      flagos_kit::copyString(result.name, device->info.name);
-      flagos_kit::copyString(result.arch, archKey(device->info));
-      result.max_work_group_size =
-          static_cast<uint32_t>(std::min<uint64_t>(device->info.max_work_group_size, UINT32_MAX));
-      result.fp64 = device->info.fp64 ? FLAGOS_FP64_NATIVE : FLAGOS_FP64_NONE;
-      // CPU devices (PoCL) have no fast float16 either; GPUs run both, and
-      // float16 is what CUDA code expects.
-      result.autocast_dtype =
-          device->info.accelerator ? FLAGOS_DTYPE_FLOAT16 : FLAGOS_DTYPE_BFLOAT16;
-      return flagos_kit::writeSized("getProperties", props, result);
-    });
-  }
+  static constexpr auto getProperties = flagos_kit::getProperties<findDevice, deviceProperties>;
 };
 
 }  // namespace

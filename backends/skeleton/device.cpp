@@ -23,6 +23,19 @@ flagosStatus_t synchronizeDevice(Device* device) {
   return flagos_kit::synchronizeStreams(device->streams);
 }
 
+// getProperties' answer for @p device (flagos_kit::getProperties checks
+// the index and writes it).
+flagosDeviceProperties deviceProperties(const Device& /*device*/) {
+  flagosDeviceProperties result{};
+  result.compute_units = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  result.total_memory = kCapacity;
+  flagos_kit::copyString(result.name, "flagos skeleton device");
+  flagos_kit::copyString(result.arch, "skeleton");  // part of kernel-cache keys
+  result.fp64 = FLAGOS_FP64_NATIVE;                 // SDK: does the device compute doubles?
+  result.autocast_dtype = FLAGOS_DTYPE_BFLOAT16;    // the lower precision it runs fastest
+  return result;
+}
+
 // The device table (device.h), one static member per entry.
 // setCurrent/getCurrent (the calling thread's device) and synchronize
 // (over synchronizeDevice) are the kit's (calls.h).
@@ -62,20 +75,7 @@ struct DeviceCalls : flagos_kit::DeviceCallsBase<findDevice, synchronizeDevice> 
     });
   }
 
-  static flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
-    return guard("getProperties", [&] {
-      if (findDevice("getProperties", index) == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-      flagosDeviceProperties result{};
-      result.compute_units =
-          static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-      result.total_memory = kCapacity;
-      flagos_kit::copyString(result.name, "flagos skeleton device");
-      flagos_kit::copyString(result.arch, "skeleton");  // part of kernel-cache keys
-      result.fp64 = FLAGOS_FP64_NATIVE;                 // SDK: does the device compute doubles?
-      result.autocast_dtype = FLAGOS_DTYPE_BFLOAT16;    // the lower precision it runs fastest
-      return flagos_kit::writeSized("getProperties", props, result);
-    });
-  }
+  static constexpr auto getProperties = flagos_kit::getProperties<findDevice, deviceProperties>;
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Table members whose logic is the same in every plugin, written once over
-// the plugin's own lookups: probe's answer, the thread's current device and
-// synchronize (device.h), memGetInfo, malloc's arguments and memFill's pattern (memory.h), the
-// argument checks of kernelLaunch (compiler.h). Stream and event members: streams.h, events.h.
+// the plugin's own lookups: probe's answer, the thread's current device,
+// synchronize and getProperties' checks (device.h), memGetInfo, malloc's arguments and memFill's
+// pattern (memory.h), the argument checks of kernelLaunch (compiler.h). Stream and event members:
+// streams.h, events.h.
 //
 // Part of the kit (kit/flagos_kit/): header-only, never crosses the ABI.
 #pragma once
@@ -104,6 +105,18 @@ struct DeviceCallsBase {
   static constexpr auto getCurrent = flagos_kit::getCurrent;
   static constexpr auto synchronize = flagos_kit::synchronize<FindDevice, SynchronizeDevice>;
 };
+
+// device.h getProperties: checks the device (@p FindDevice), then the
+// plugin's @p Properties(device) describes it, written in the caller's
+// struct size (out_struct.h).
+template <auto FindDevice, auto Properties>
+flagosStatus_t getProperties(int32_t index, flagosDeviceProperties* props) noexcept {
+  return guard("getProperties", [&] {
+    auto* device = FindDevice("getProperties", index);
+    if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
+    return writeSized("getProperties", props, Properties(*device));
+  });
+}
 
 // memory.h memGetInfo: checks the out-parameters and the device
 // (@p FindDevice), then the plugin's @p Info(device, free_bytes,
