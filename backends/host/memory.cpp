@@ -113,10 +113,7 @@ void arenaInfo(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
 struct MemoryCalls {
   static flagosStatus_t malloc(int32_t device, uint64_t bytes, void** ptr) noexcept {
     return guard("malloc", [&] {
-      if (flagosStatus_t st = flagos_kit::checkMallocArgs(bytes, ptr); st != FLAGOS_SUCCESS) {
-        return st;
-      }
-      Device* d = findDevice("malloc", device);
+      Device* d = flagos_kit::mallocDevice<findDevice>(device, bytes, ptr);
       return d == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : d->arena->allocate(bytes, ptr);
     });
   }

@@ -180,10 +180,7 @@ void deviceMemory(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
 struct MemoryCalls {
   static flagosStatus_t malloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
     return guard("malloc", [&] {
-      if (flagosStatus_t st = flagos_kit::checkMallocArgs(bytes, ptr); st != FLAGOS_SUCCESS) {
-        return st;
-      }
-      Device* device = findDevice("malloc", index);
+      Device* device = flagos_kit::mallocDevice<findDevice>(index, bytes, ptr);
       if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
 
       // Account first, so that concurrent mallocs never overshoot the limit.

@@ -36,15 +36,23 @@ inline bool validFillPattern(const void* pattern, uint32_t pattern_size) noexcep
   return true;
 }
 
-// memory.h malloc's argument checks: @p ptr not NULL (then set to NULL, the
-// answer on every failure) and @p bytes not 0.
-inline flagosStatus_t checkMallocArgs(uint64_t bytes, void** ptr) noexcept {
+// memory.h malloc's checks: @p ptr not NULL (then set to NULL, the answer
+// on every failure), @p bytes not 0, then the device (@p FindDevice).
+// nullptr, with the message recorded, when one fails: malloc then answers
+// FLAGOS_ERROR_INVALID_ARGUMENT.
+template <auto FindDevice>
+auto* mallocDevice(int32_t index, uint64_t bytes, void** ptr) noexcept {
+  decltype(FindDevice("malloc", index)) none = nullptr;
   if (ptr == nullptr) {
-    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s malloc: ptr is NULL", kPluginName);
+    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s malloc: ptr is NULL", kPluginName);
+    return none;
   }
   *ptr = nullptr;
-  if (bytes == 0) return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s malloc: bytes is 0", kPluginName);
-  return FLAGOS_SUCCESS;
+  if (bytes == 0) {
+    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s malloc: bytes is 0", kPluginName);
+    return none;
+  }
+  return FindDevice("malloc", index);
 }
 
 // Calls with no explicit device act on the calling thread's current device
