@@ -131,12 +131,11 @@ struct MemoryCalls {
   static flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size,
                                 uint64_t count, flagosStream_t stream) noexcept {
     return guard("memFill", [&] {
-      if (!flagos_kit::validStream("memFill", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-      if (!flagos_kit::validFillPattern(pattern, pattern_size))
-        return FLAGOS_ERROR_INVALID_ARGUMENT;
-      if (count == 0) return FLAGOS_SUCCESS;
-      if (count > UINT64_MAX / pattern_size ||
-          !isDeviceRange("memFill", dst, count * pattern_size, stream->device)) {
+      uint64_t bytes = 0;
+      const flagosStatus_t checked =
+          flagos_kit::checkFill(stream, pattern, pattern_size, count, &bytes);
+      if (checked != FLAGOS_SUCCESS || bytes == 0) return checked;
+      if (!isDeviceRange("memFill", dst, bytes, stream->device)) {
         return FLAGOS_ERROR_INVALID_ARGUMENT;
       }
       uint64_t value = 0;  // read now: the core passes a temporary

@@ -155,18 +155,17 @@ struct MemoryCalls {
   static flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size,
                                 uint64_t count, flagosStream_t stream) noexcept {
     return guard("memFill", [&] {
-      if (!validStream("memFill", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-      if (!flagos_kit::validFillPattern(pattern, pattern_size))
-        return FLAGOS_ERROR_INVALID_ARGUMENT;
-      if (count == 0) return FLAGOS_SUCCESS;
-      if (count > UINT64_MAX / pattern_size || findArena(dst, count * pattern_size) == nullptr) {
+      uint64_t bytes = 0;
+      const flagosStatus_t checked =
+          flagos_kit::checkFill(stream, pattern, pattern_size, count, &bytes);
+      if (checked != FLAGOS_SUCCESS || bytes == 0) return checked;
+      if (findArena(dst, bytes) == nullptr) {
         return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
                     "host memFill: %" PRIu64 " x %u bytes at %p are not device memory", count,
                     pattern_size, dst);
       }
       char value[8];  // copied now: the caller's pattern may be gone when the task runs
       std::memcpy(value, pattern, pattern_size);
-      const uint64_t bytes = count * pattern_size;  // no overflow: checked above
       const int64_t cost = bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
       stream->enqueue(
           FLAGOS_TRACE_MEMSET, "Memset",

@@ -314,24 +314,20 @@ struct MemoryCalls {
   static flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size,
                                 uint64_t count, flagosStream_t stream) noexcept {
     return guard("memFill", [&] {
-      if (!validStream("memFill", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-      if (!flagos_kit::validFillPattern(pattern, pattern_size))
-        return FLAGOS_ERROR_INVALID_ARGUMENT;
-      if (count == 0) return FLAGOS_SUCCESS;
-      if (count > UINT64_MAX / pattern_size) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "opencl memFill: %" PRIu64 " x %u bytes overflow", count, pattern_size);
-      }
+      uint64_t bytes = 0;
+      const flagosStatus_t checked =
+          flagos_kit::checkFill(stream, pattern, pattern_size, count, &bytes);
+      if (checked != FLAGOS_SUCCESS || bytes == 0) return checked;
       DevicePtr at;
-      if (!resolve("memFill", dst, count * pattern_size, &at)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+      if (!resolve("memFill", dst, bytes, &at)) return FLAGOS_ERROR_INVALID_ARGUMENT;
       if (at.device != stream->device) {
         return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
                     "opencl memFill: %p is memory of device %d, the stream is on device %d", dst,
                     at.device->index, stream->device->index);
       }
-      const auto* bytes = static_cast<const unsigned char*>(pattern);
+      const auto* value = static_cast<const unsigned char*>(pattern);
       const cl_int error = stream->enqueue([&](cl_command_queue queue, cl_event* event) {
-        return enqueueFill(queue, at, bytes, pattern_size, count, event);
+        return enqueueFill(queue, at, value, pattern_size, count, event);
       });
       if (error != CL_SUCCESS) {
         return fail(FLAGOS_ERROR_DEVICE, "opencl memFill: clEnqueueFillBuffer failed: %s",

@@ -117,16 +117,11 @@ struct MemoryCalls {
   static flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size,
                                 uint64_t count, flagosStream_t stream) noexcept {
     return guard("memFill", [&] {
-      if (!flagos_kit::validStream("memFill", stream)) {
-        return FLAGOS_ERROR_INVALID_ARGUMENT;
-      }
-      if (pattern == nullptr ||
-          (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8)) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "skeleton memFill: pattern NULL or of %u bytes (1, 2, 4 or 8)", pattern_size);
-      }
-      if (count == 0) return FLAGOS_SUCCESS;
-      if (dst == nullptr || !isDeviceRange("memFill", dst, count * pattern_size)) {
+      uint64_t bytes = 0;
+      const flagosStatus_t checked =
+          flagos_kit::checkFill(stream, pattern, pattern_size, count, &bytes);
+      if (checked != FLAGOS_SUCCESS || bytes == 0) return checked;
+      if (dst == nullptr || !isDeviceRange("memFill", dst, bytes)) {
         return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton memFill: dst is not device memory");
       }
       uint64_t value = 0;  // read now: the core passes a temporary

@@ -7,6 +7,7 @@
 // Part of the kit (kit/flagos_kit/): header-only, never crosses the ABI.
 #pragma once
 
+#include <cinttypes>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -21,19 +22,28 @@
 
 namespace flagos_kit {
 
-// memFill's pattern (memory.h): non-NULL, of 1, 2, 4 or 8 bytes; false,
-// with the last error set, otherwise.
-inline bool validFillPattern(const void* pattern, uint32_t pattern_size) noexcept {
+// memory.h memFill's checks before the plugin looks at dst: a live
+// @p stream, a non-NULL pattern of 1, 2, 4 or 8 bytes, and a byte count
+// count * pattern_size that does not overflow, written to @p bytes (0:
+// nothing to fill, and the answer is FLAGOS_SUCCESS).
+template <typename Stream = flagosStream_st>
+flagosStatus_t checkFill(const Stream* stream, const void* pattern, uint32_t pattern_size,
+                         uint64_t count, uint64_t* bytes) noexcept {
+  *bytes = 0;
+  if (!validStream("memFill", stream)) return FLAGOS_ERROR_INVALID_ARGUMENT;
   if (pattern == nullptr) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s memFill: pattern is NULL", kPluginName);
-    return false;
+    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s memFill: pattern is NULL", kPluginName);
   }
   if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s memFill: pattern_size %u is not 1, 2, 4 or 8",
-         kPluginName, pattern_size);
-    return false;
+    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s memFill: pattern_size %u is not 1, 2, 4 or 8",
+                kPluginName, pattern_size);
   }
-  return true;
+  if (count > UINT64_MAX / pattern_size) {
+    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s memFill: %" PRIu64 " x %u bytes overflow",
+                kPluginName, count, pattern_size);
+  }
+  *bytes = count * pattern_size;
+  return FLAGOS_SUCCESS;
 }
 
 // memory.h malloc's checks: @p ptr not NULL (then set to NULL, the answer

@@ -179,6 +179,8 @@ TEST(Memory, FillRejectsBadArguments) {
   }
   FLAGOS_EXPECT_INVALID(mem().memFill(buf.get(), nullptr, 4, 8, s.get()));
   FLAGOS_EXPECT_INVALID(mem().memFill(buf.get(), &value, 4, 8, nullptr));
+  // count * 4 wraps to 4 bytes, which lie inside the buffer.
+  FLAGOS_EXPECT_INVALID(mem().memFill(buf.get(), &value, 4, UINT64_MAX / 4 + 2, s.get()));
   FLAGOS_EXPECT_OK(str().streamSynchronize(s.get()));
 }
 
