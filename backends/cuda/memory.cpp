@@ -52,6 +52,35 @@ void deviceMemory(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
   *free_bytes = 0;
 }
 
+// memFill after flagos_kit::checkFill: @p bytes (> 0) from @p dst on.
+flagosStatus_t fillDevice(void* dst, const void* pattern, uint32_t pattern_size, uint64_t count,
+                          uint64_t bytes, flagosStream_t stream) {
+  if (!isDeviceRange("memFill", dst, bytes, stream->device)) {
+    return FLAGOS_ERROR_INVALID_ARGUMENT;
+  }
+  uint64_t value = 0;  // read now: the core passes a temporary
+  std::memcpy(&value, pattern, pattern_size);
+  flagosStatus_t st = useContext(*stream->device, "memFill");
+  if (st != FLAGOS_SUCCESS) return st;
+  const auto address = reinterpret_cast<CUdeviceptr>(dst);
+  // The copy engine's memsets need their element alignment; 8-byte
+  // patterns and misaligned ones take a kernel (fill.cpp).
+  if (pattern_size == 8 || address % pattern_size != 0) {
+    return fillKernel(stream, dst, value, pattern_size, count);
+  }
+  TraceMark mark = traceBegin(stream, FLAGOS_TRACE_MEMSET, "Memset");
+  CUresult r = CUDA_SUCCESS;
+  if (pattern_size == 1) {
+    r = cu().cuMemsetD8Async(address, static_cast<unsigned char>(value), count, stream->stream);
+  } else if (pattern_size == 2) {
+    r = cu().cuMemsetD16Async(address, static_cast<unsigned short>(value), count, stream->stream);
+  } else {
+    r = cu().cuMemsetD32Async(address, static_cast<unsigned int>(value), count, stream->stream);
+  }
+  traceEnd(stream, mark);
+  return check(r, "memFill", "cuMemsetAsync");
+}
+
 // The memory table (memory.h), one static member per entry.
 struct MemoryCalls {
   static flagosStatus_t malloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
@@ -128,40 +157,7 @@ struct MemoryCalls {
     });
   }
 
-  static flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size,
-                                uint64_t count, flagosStream_t stream) noexcept {
-    return guard("memFill", [&] {
-      uint64_t bytes = 0;
-      const flagosStatus_t checked =
-          flagos_kit::checkFill(stream, pattern, pattern_size, count, &bytes);
-      if (checked != FLAGOS_SUCCESS || bytes == 0) return checked;
-      if (!isDeviceRange("memFill", dst, bytes, stream->device)) {
-        return FLAGOS_ERROR_INVALID_ARGUMENT;
-      }
-      uint64_t value = 0;  // read now: the core passes a temporary
-      std::memcpy(&value, pattern, pattern_size);
-      flagosStatus_t st = useContext(*stream->device, "memFill");
-      if (st != FLAGOS_SUCCESS) return st;
-      const auto address = reinterpret_cast<CUdeviceptr>(dst);
-      // The copy engine's memsets need their element alignment; 8-byte
-      // patterns and misaligned ones take a kernel (fill.cpp).
-      if (pattern_size == 8 || address % pattern_size != 0) {
-        return fillKernel(stream, dst, value, pattern_size, count);
-      }
-      TraceMark mark = traceBegin(stream, FLAGOS_TRACE_MEMSET, "Memset");
-      CUresult r = CUDA_SUCCESS;
-      if (pattern_size == 1) {
-        r = cu().cuMemsetD8Async(address, static_cast<unsigned char>(value), count, stream->stream);
-      } else if (pattern_size == 2) {
-        r = cu().cuMemsetD16Async(address, static_cast<unsigned short>(value), count,
-                                  stream->stream);
-      } else {
-        r = cu().cuMemsetD32Async(address, static_cast<unsigned int>(value), count, stream->stream);
-      }
-      traceEnd(stream, mark);
-      return check(r, "memFill", "cuMemsetAsync");
-    });
-  }
+  static constexpr auto memFill = flagos_kit::memFill<fillDevice>;
 
   static constexpr auto memGetInfo = flagos_kit::memGetInfo<findDevice, deviceMemory>;
 

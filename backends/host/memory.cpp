@@ -109,6 +109,24 @@ void arenaInfo(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
   device->arena->info(free_bytes, total_bytes);
 }
 
+// memFill after flagos_kit::checkFill: @p bytes (> 0) from @p dst on.
+flagosStatus_t fillDevice(void* dst, const void* pattern, uint32_t pattern_size, uint64_t count,
+                          uint64_t bytes, flagosStream_t stream) {
+  if (findArena(dst, bytes) == nullptr) {
+    return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                "host memFill: %" PRIu64 " x %u bytes at %p are not device memory", count,
+                pattern_size, dst);
+  }
+  char value[8];  // copied now: the caller's pattern may be gone when the task runs
+  std::memcpy(value, pattern, pattern_size);
+  const int64_t cost = bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
+  stream->enqueue(
+      FLAGOS_TRACE_MEMSET, "Memset",
+      [=] { fillPattern(static_cast<char*>(dst), value, pattern_size, count); },
+      cost);  // Note [Inline execution]
+  return FLAGOS_SUCCESS;
+}
+
 // The memory table (memory.h), one static member per entry.
 struct MemoryCalls {
   static flagosStatus_t malloc(int32_t device, uint64_t bytes, void** ptr) noexcept {
@@ -152,28 +170,7 @@ struct MemoryCalls {
     });
   }
 
-  static flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size,
-                                uint64_t count, flagosStream_t stream) noexcept {
-    return guard("memFill", [&] {
-      uint64_t bytes = 0;
-      const flagosStatus_t checked =
-          flagos_kit::checkFill(stream, pattern, pattern_size, count, &bytes);
-      if (checked != FLAGOS_SUCCESS || bytes == 0) return checked;
-      if (findArena(dst, bytes) == nullptr) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "host memFill: %" PRIu64 " x %u bytes at %p are not device memory", count,
-                    pattern_size, dst);
-      }
-      char value[8];  // copied now: the caller's pattern may be gone when the task runs
-      std::memcpy(value, pattern, pattern_size);
-      const int64_t cost = bytes > INT64_MAX ? INT64_MAX : static_cast<int64_t>(bytes);
-      stream->enqueue(
-          FLAGOS_TRACE_MEMSET, "Memset",
-          [=] { fillPattern(static_cast<char*>(dst), value, pattern_size, count); },
-          cost);  // Note [Inline execution]
-      return FLAGOS_SUCCESS;
-    });
-  }
+  static constexpr auto memFill = flagos_kit::memFill<fillDevice>;
 
   static constexpr auto memGetInfo = flagos_kit::memGetInfo<findDevice, arenaInfo>;  // calls.h
 

@@ -175,6 +175,27 @@ void deviceMemory(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
   *free_bytes = device->total_memory - used;
 }
 
+// memFill after flagos_kit::checkFill: @p bytes (> 0) from @p dst on.
+flagosStatus_t fillDevice(void* dst, const void* pattern, uint32_t pattern_size, uint64_t count,
+                          uint64_t bytes, flagosStream_t stream) {
+  DevicePtr at;
+  if (!resolve("memFill", dst, bytes, &at)) return FLAGOS_ERROR_INVALID_ARGUMENT;
+  if (at.device != stream->device) {
+    return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
+                "opencl memFill: %p is memory of device %d, the stream is on device %d", dst,
+                at.device->index, stream->device->index);
+  }
+  const auto* value = static_cast<const unsigned char*>(pattern);
+  const cl_int error = stream->enqueue([&](cl_command_queue queue, cl_event* event) {
+    return enqueueFill(queue, at, value, pattern_size, count, event);
+  });
+  if (error != CL_SUCCESS) {
+    return fail(FLAGOS_ERROR_DEVICE, "opencl memFill: clEnqueueFillBuffer failed: %s",
+                clErrorName(error).c_str());
+  }
+  return FLAGOS_SUCCESS;
+}
+
 // The memory table (memory.h), one static member per entry; no hostAlloc /
 // hostFree (the core uses ordinary host memory).
 struct MemoryCalls {
@@ -311,31 +332,7 @@ struct MemoryCalls {
     });
   }
 
-  static flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size,
-                                uint64_t count, flagosStream_t stream) noexcept {
-    return guard("memFill", [&] {
-      uint64_t bytes = 0;
-      const flagosStatus_t checked =
-          flagos_kit::checkFill(stream, pattern, pattern_size, count, &bytes);
-      if (checked != FLAGOS_SUCCESS || bytes == 0) return checked;
-      DevicePtr at;
-      if (!resolve("memFill", dst, bytes, &at)) return FLAGOS_ERROR_INVALID_ARGUMENT;
-      if (at.device != stream->device) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT,
-                    "opencl memFill: %p is memory of device %d, the stream is on device %d", dst,
-                    at.device->index, stream->device->index);
-      }
-      const auto* value = static_cast<const unsigned char*>(pattern);
-      const cl_int error = stream->enqueue([&](cl_command_queue queue, cl_event* event) {
-        return enqueueFill(queue, at, value, pattern_size, count, event);
-      });
-      if (error != CL_SUCCESS) {
-        return fail(FLAGOS_ERROR_DEVICE, "opencl memFill: clEnqueueFillBuffer failed: %s",
-                    clErrorName(error).c_str());
-      }
-      return FLAGOS_SUCCESS;
-    });
-  }
+  static constexpr auto memFill = flagos_kit::memFill<fillDevice>;
 
   static constexpr auto memGetInfo = flagos_kit::memGetInfo<findDevice, deviceMemory>;  // calls.h
 };

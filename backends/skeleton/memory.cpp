@@ -44,6 +44,22 @@ void deviceMemory(Device* device, uint64_t* free_bytes, uint64_t* total_bytes) {
   *free_bytes = kCapacity - device->allocated;
 }
 
+// memFill after flagos_kit::checkFill: @p bytes (> 0) from @p dst on.
+flagosStatus_t fillDevice(void* dst, const void* pattern, uint32_t pattern_size, uint64_t count,
+                          uint64_t bytes, flagosStream_t stream) {
+  if (dst == nullptr || !isDeviceRange("memFill", dst, bytes)) {
+    return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton memFill: dst is not device memory");
+  }
+  uint64_t value = 0;  // read now: the core passes a temporary
+  std::memcpy(&value, pattern, pattern_size);
+  stream->enqueue([=] {
+    auto* out = static_cast<unsigned char*>(dst);
+    for (uint64_t i = 0; i < count; ++i) std::memcpy(out + i * pattern_size, &value, pattern_size);
+    return FLAGOS_SUCCESS;
+  });
+  return FLAGOS_SUCCESS;
+}
+
 // The memory table (memory.h), one static member per entry.
 struct MemoryCalls {
   static flagosStatus_t malloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
@@ -114,27 +130,7 @@ struct MemoryCalls {
     });
   }
 
-  static flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size,
-                                uint64_t count, flagosStream_t stream) noexcept {
-    return guard("memFill", [&] {
-      uint64_t bytes = 0;
-      const flagosStatus_t checked =
-          flagos_kit::checkFill(stream, pattern, pattern_size, count, &bytes);
-      if (checked != FLAGOS_SUCCESS || bytes == 0) return checked;
-      if (dst == nullptr || !isDeviceRange("memFill", dst, bytes)) {
-        return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "skeleton memFill: dst is not device memory");
-      }
-      uint64_t value = 0;  // read now: the core passes a temporary
-      std::memcpy(&value, pattern, pattern_size);
-      stream->enqueue([=] {
-        auto* out = static_cast<unsigned char*>(dst);
-        for (uint64_t i = 0; i < count; ++i)
-          std::memcpy(out + i * pattern_size, &value, pattern_size);
-        return FLAGOS_SUCCESS;
-      });
-      return FLAGOS_SUCCESS;
-    });
-  }
+  static constexpr auto memFill = flagos_kit::memFill<fillDevice>;
 
   // Checks the arguments, then deviceMemory() fills them in (calls.h).
   static constexpr auto memGetInfo = flagos_kit::memGetInfo<findDevice, deviceMemory>;

@@ -46,6 +46,19 @@ flagosStatus_t checkFill(const Stream* stream, const void* pattern, uint32_t pat
   return FLAGOS_SUCCESS;
 }
 
+// memory.h memFill: checkFill, then the plugin's @p Fill(dst, pattern,
+// pattern_size, count, bytes, stream) queues the fill of bytes > 0.
+template <auto Fill, typename Stream = flagosStream_st>
+flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size, uint64_t count,
+                       Stream* stream) noexcept {
+  return guard("memFill", [&] {
+    uint64_t bytes = 0;
+    const flagosStatus_t checked = checkFill(stream, pattern, pattern_size, count, &bytes);
+    if (checked != FLAGOS_SUCCESS || bytes == 0) return checked;
+    return Fill(dst, pattern, pattern_size, count, bytes, stream);
+  });
+}
+
 // memory.h malloc's checks: @p ptr not NULL (then set to NULL, the answer
 // on every failure), @p bytes not 0, then the device (@p FindDevice).
 // nullptr, with the message recorded, when one fails: malloc then answers
