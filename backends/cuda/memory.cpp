@@ -81,30 +81,29 @@ flagosStatus_t fillDevice(void* dst, const void* pattern, uint32_t pattern_size,
   return check(r, "memFill", "cuMemsetAsync");
 }
 
+// malloc after flagos_kit::malloc's checks: @p bytes (> 0) on @p device.
+flagosStatus_t allocate(Device* device, int32_t index, uint64_t bytes, void** ptr) {
+  if (bytes > device->total_memory) {
+    return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
+                "cuda malloc: %" PRIu64 " bytes requested, device %d has %" PRIu64, bytes, index,
+                device->total_memory);
+  }
+  flagosStatus_t st = useContext(*device, "malloc");
+  if (st != FLAGOS_SUCCESS) return st;
+  CUdeviceptr address = 0;
+  st = check(cu().cuMemAlloc(&address, bytes), "malloc", "cuMemAlloc");
+  if (st != FLAGOS_SUCCESS) return st;
+  {
+    std::lock_guard<std::mutex> lock(device->memory_mutex);
+    device->live[static_cast<uintptr_t>(address)] = bytes;
+  }
+  *ptr = reinterpret_cast<void*>(address);
+  return FLAGOS_SUCCESS;
+}
+
 // The memory table (memory.h), one static member per entry.
 struct MemoryCalls {
-  static flagosStatus_t malloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
-    return guard("malloc", [&] {
-      Device* device = flagos_kit::mallocDevice<findDevice>(index, bytes, ptr);
-      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-      if (bytes > device->total_memory) {
-        return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
-                    "cuda malloc: %" PRIu64 " bytes requested, device %d has %" PRIu64, bytes,
-                    index, device->total_memory);
-      }
-      flagosStatus_t st = useContext(*device, "malloc");
-      if (st != FLAGOS_SUCCESS) return st;
-      CUdeviceptr address = 0;
-      st = check(cu().cuMemAlloc(&address, bytes), "malloc", "cuMemAlloc");
-      if (st != FLAGOS_SUCCESS) return st;
-      {
-        std::lock_guard<std::mutex> lock(device->memory_mutex);
-        device->live[static_cast<uintptr_t>(address)] = bytes;
-      }
-      *ptr = reinterpret_cast<void*>(address);
-      return FLAGOS_SUCCESS;
-    });
-  }
+  static constexpr auto malloc = flagos_kit::malloc<findDevice, allocate>;
 
   static flagosStatus_t free(int32_t index, void* ptr) noexcept {
     return guard("free", [&] {

@@ -127,14 +127,14 @@ flagosStatus_t fillDevice(void* dst, const void* pattern, uint32_t pattern_size,
   return FLAGOS_SUCCESS;
 }
 
+// malloc after flagos_kit::malloc's checks: @p bytes (> 0) on @p device.
+flagosStatus_t allocate(Device* device, int32_t /*index*/, uint64_t bytes, void** ptr) {
+  return device->arena->allocate(bytes, ptr);
+}
+
 // The memory table (memory.h), one static member per entry.
 struct MemoryCalls {
-  static flagosStatus_t malloc(int32_t device, uint64_t bytes, void** ptr) noexcept {
-    return guard("malloc", [&] {
-      Device* d = flagos_kit::mallocDevice<findDevice>(device, bytes, ptr);
-      return d == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : d->arena->allocate(bytes, ptr);
-    });
-  }
+  static constexpr auto malloc = flagos_kit::malloc<findDevice, allocate>;
 
   static flagosStatus_t free(int32_t device, void* ptr) noexcept {
     return guard("free", [&] {

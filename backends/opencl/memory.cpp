@@ -196,75 +196,70 @@ flagosStatus_t fillDevice(void* dst, const void* pattern, uint32_t pattern_size,
   return FLAGOS_SUCCESS;
 }
 
+// malloc after flagos_kit::malloc's checks: @p bytes (> 0) on @p device.
+flagosStatus_t allocate(Device* device, int32_t index, uint64_t bytes, void** ptr) {
+  // Account first, so that concurrent mallocs never overshoot the limit.
+  uint64_t used = device->allocated.load();
+  do {
+    if (bytes > device->total_memory - used) {
+      return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
+                  "opencl device %d: out of memory: requested %" PRIu64 " bytes, %" PRIu64
+                  " free of %" PRIu64,
+                  index, bytes, device->total_memory - used, device->total_memory);
+    }
+  } while (!device->allocated.compare_exchange_weak(used, used + bytes));
+  struct Unaccount {  // undoes the accounting unless dismissed
+    Device* device;
+    uint64_t bytes;
+    ~Unaccount() {
+      if (device != nullptr) device->allocated -= bytes;
+    }
+  } unaccount{device, bytes};
+
+  if (bytes > device->info.max_alloc) {
+    return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
+                "opencl device %d: out of memory: %" PRIu64
+                " bytes is more than one buffer may hold (CL_DEVICE_MAX_MEM_ALLOC_SIZE = "
+                "%" PRIu64 ")",
+                index, bytes, device->info.max_alloc);
+  }
+  cl_int error = CL_SUCCESS;
+  cl_mem buffer = clCreateBuffer(device->context, CL_MEM_READ_WRITE, bytes, nullptr, &error);
+  if (buffer == nullptr) {
+    return fail(isOutOfMemory(error) || error == CL_INVALID_BUFFER_SIZE ? FLAGOS_ERROR_OUT_OF_MEMORY
+                                                                        : FLAGOS_ERROR_DEVICE,
+                "opencl device %d: clCreateBuffer(%" PRIu64 " bytes) failed: %s", index, bytes,
+                clErrorName(error).c_str());
+  }
+  // Drivers (PoCL among them) allocate lazily, at the first command that
+  // uses a buffer. Migrating it to the device now makes a shortage show
+  // here, as FLAGOS_ERROR_OUT_OF_MEMORY the core can act on (free its
+  // cache, retry), rather than as a failed kernel later.
+  cl_event touched = nullptr;
+  error = clEnqueueMigrateMemObjects(device->sync_queue, 1, &buffer,
+                                     CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED, 0, nullptr, &touched);
+  if (error == CL_SUCCESS) error = waitAndRelease(touched);
+  if (error != CL_SUCCESS) {
+    clReleaseMemObject(buffer);
+    return fail(isOutOfMemory(error) ? FLAGOS_ERROR_OUT_OF_MEMORY : FLAGOS_ERROR_DEVICE,
+                "opencl device %d: allocating %" PRIu64 " bytes failed: %s", index, bytes,
+                clErrorName(error).c_str());
+  }
+  const uint64_t address = device->addresses->insert(buffer, bytes);
+  if (address == 0) {
+    clReleaseMemObject(buffer);
+    return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
+                "opencl device %d: out of device addresses for %" PRIu64 " bytes", index, bytes);
+  }
+  unaccount.device = nullptr;  // the allocation stands
+  *ptr = reinterpret_cast<void*>(address);
+  return FLAGOS_SUCCESS;
+}
+
 // The memory table (memory.h), one static member per entry; no hostAlloc /
 // hostFree (the core uses ordinary host memory).
 struct MemoryCalls {
-  static flagosStatus_t malloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
-    return guard("malloc", [&] {
-      Device* device = flagos_kit::mallocDevice<findDevice>(index, bytes, ptr);
-      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-
-      // Account first, so that concurrent mallocs never overshoot the limit.
-      uint64_t used = device->allocated.load();
-      do {
-        if (bytes > device->total_memory - used) {
-          return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
-                      "opencl device %d: out of memory: requested %" PRIu64 " bytes, %" PRIu64
-                      " free of %" PRIu64,
-                      index, bytes, device->total_memory - used, device->total_memory);
-        }
-      } while (!device->allocated.compare_exchange_weak(used, used + bytes));
-      struct Unaccount {  // undoes the accounting unless dismissed
-        Device* device;
-        uint64_t bytes;
-        ~Unaccount() {
-          if (device != nullptr) device->allocated -= bytes;
-        }
-      } unaccount{device, bytes};
-
-      if (bytes > device->info.max_alloc) {
-        return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
-                    "opencl device %d: out of memory: %" PRIu64
-                    " bytes is more than one buffer may hold (CL_DEVICE_MAX_MEM_ALLOC_SIZE = "
-                    "%" PRIu64 ")",
-                    index, bytes, device->info.max_alloc);
-      }
-      cl_int error = CL_SUCCESS;
-      cl_mem buffer = clCreateBuffer(device->context, CL_MEM_READ_WRITE, bytes, nullptr, &error);
-      if (buffer == nullptr) {
-        return fail(isOutOfMemory(error) || error == CL_INVALID_BUFFER_SIZE
-                        ? FLAGOS_ERROR_OUT_OF_MEMORY
-                        : FLAGOS_ERROR_DEVICE,
-                    "opencl device %d: clCreateBuffer(%" PRIu64 " bytes) failed: %s", index, bytes,
-                    clErrorName(error).c_str());
-      }
-      // Drivers (PoCL among them) allocate lazily, at the first command that
-      // uses a buffer. Migrating it to the device now makes a shortage show
-      // here, as FLAGOS_ERROR_OUT_OF_MEMORY the core can act on (free its
-      // cache, retry), rather than as a failed kernel later.
-      cl_event touched = nullptr;
-      error =
-          clEnqueueMigrateMemObjects(device->sync_queue, 1, &buffer,
-                                     CL_MIGRATE_MEM_OBJECT_CONTENT_UNDEFINED, 0, nullptr, &touched);
-      if (error == CL_SUCCESS) error = waitAndRelease(touched);
-      if (error != CL_SUCCESS) {
-        clReleaseMemObject(buffer);
-        return fail(isOutOfMemory(error) ? FLAGOS_ERROR_OUT_OF_MEMORY : FLAGOS_ERROR_DEVICE,
-                    "opencl device %d: allocating %" PRIu64 " bytes failed: %s", index, bytes,
-                    clErrorName(error).c_str());
-      }
-      const uint64_t address = device->addresses->insert(buffer, bytes);
-      if (address == 0) {
-        clReleaseMemObject(buffer);
-        return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
-                    "opencl device %d: out of device addresses for %" PRIu64 " bytes", index,
-                    bytes);
-      }
-      unaccount.device = nullptr;  // the allocation stands
-      *ptr = reinterpret_cast<void*>(address);
-      return FLAGOS_SUCCESS;
-    });
-  }
+  static constexpr auto malloc = flagos_kit::malloc<findDevice, allocate>;
 
   static flagosStatus_t free(int32_t index, void* ptr) noexcept {
     return guard("free", [&] {

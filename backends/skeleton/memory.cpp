@@ -60,30 +60,29 @@ flagosStatus_t fillDevice(void* dst, const void* pattern, uint32_t pattern_size,
   return FLAGOS_SUCCESS;
 }
 
+// malloc after flagos_kit::malloc's checks: @p bytes (> 0) on @p device.
+flagosStatus_t allocate(Device* device, int32_t /*index*/, uint64_t bytes, void** ptr) {
+  std::lock_guard<std::mutex> lock(device->mu);
+  if (bytes > kCapacity - device->allocated) {
+    return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
+                "skeleton malloc: %llu bytes requested, %llu of %llu free",
+                static_cast<unsigned long long>(bytes),
+                static_cast<unsigned long long>(kCapacity - device->allocated),
+                static_cast<unsigned long long>(kCapacity));
+  }
+  const uint64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr)
+    return fail(FLAGOS_ERROR_OUT_OF_MEMORY, "skeleton malloc: host is out of memory");
+  device->live[reinterpret_cast<uintptr_t>(p)] = bytes;
+  device->allocated += bytes;
+  *ptr = p;
+  return FLAGOS_SUCCESS;
+}
+
 // The memory table (memory.h), one static member per entry.
 struct MemoryCalls {
-  static flagosStatus_t malloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
-    return guard("malloc", [&] {
-      Device* device = flagos_kit::mallocDevice<findDevice>(index, bytes, ptr);
-      if (device == nullptr) return FLAGOS_ERROR_INVALID_ARGUMENT;
-      std::lock_guard<std::mutex> lock(device->mu);
-      if (bytes > kCapacity - device->allocated) {
-        return fail(FLAGOS_ERROR_OUT_OF_MEMORY,
-                    "skeleton malloc: %llu bytes requested, %llu of %llu free",
-                    static_cast<unsigned long long>(bytes),
-                    static_cast<unsigned long long>(kCapacity - device->allocated),
-                    static_cast<unsigned long long>(kCapacity));
-      }
-      const uint64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-      void* p = std::aligned_alloc(kAlignment, rounded);
-      if (p == nullptr)
-        return fail(FLAGOS_ERROR_OUT_OF_MEMORY, "skeleton malloc: host is out of memory");
-      device->live[reinterpret_cast<uintptr_t>(p)] = bytes;
-      device->allocated += bytes;
-      *ptr = p;
-      return FLAGOS_SUCCESS;
-    });
-  }
+  static constexpr auto malloc = flagos_kit::malloc<findDevice, allocate>;
 
   static flagosStatus_t free(int32_t index, void* ptr) noexcept {
     return guard("free", [&] {

@@ -59,23 +59,22 @@ flagosStatus_t memFill(void* dst, const void* pattern, uint32_t pattern_size, ui
   });
 }
 
-// memory.h malloc's checks: @p ptr not NULL (then set to NULL, the answer
-// on every failure), @p bytes not 0, then the device (@p FindDevice).
-// nullptr, with the message recorded, when one fails: malloc then answers
-// FLAGOS_ERROR_INVALID_ARGUMENT.
-template <auto FindDevice>
-auto* mallocDevice(int32_t index, uint64_t bytes, void** ptr) noexcept {
-  decltype(FindDevice("malloc", index)) none = nullptr;
-  if (ptr == nullptr) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s malloc: ptr is NULL", kPluginName);
-    return none;
-  }
-  *ptr = nullptr;
-  if (bytes == 0) {
-    fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s malloc: bytes is 0", kPluginName);
-    return none;
-  }
-  return FindDevice("malloc", index);
+// memory.h malloc: @p ptr not NULL (then set to NULL, the answer on every
+// failure), @p bytes not 0, the device (@p FindDevice); then the plugin's
+// @p Allocate(device, index, bytes, ptr) allocates.
+template <auto FindDevice, auto Allocate>
+flagosStatus_t malloc(int32_t index, uint64_t bytes, void** ptr) noexcept {
+  return guard("malloc", [&] {
+    if (ptr == nullptr) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s malloc: ptr is NULL", kPluginName);
+    }
+    *ptr = nullptr;
+    if (bytes == 0) {
+      return fail(FLAGOS_ERROR_INVALID_ARGUMENT, "%s malloc: bytes is 0", kPluginName);
+    }
+    auto* device = FindDevice("malloc", index);
+    return device == nullptr ? FLAGOS_ERROR_INVALID_ARGUMENT : Allocate(device, index, bytes, ptr);
+  });
 }
 
 // Calls with no explicit device act on the calling thread's current device
