@@ -34,7 +34,7 @@ const char* storageType(flagosDtype_t d) {
 }
 
 // Note [Eight halves, one at a time]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // loadVector reads eight float16 values with eight vload_half calls, not
 // one vload_half8. OpenCL asks only 2-byte alignment of vload_half8, but
 // PoCL 3.1 (pthread device, LLVM 15) lowers it in the vector-columns any/all
