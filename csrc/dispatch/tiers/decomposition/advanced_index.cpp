@@ -12,9 +12,9 @@
 // put is index_add_ (accumulate) or index_copy_ on the same view. Negative
 // indices wrap as in Python. Out-of-range ones raise IndexError with CPU's
 // message; finding them costs one small device-to-host read (CUDA checks
-// with a device-side assert instead). Boolean masks (their result size
-// depends on the data), non-adjacent index tensors and non-integer indices
-// are left to the host tier.
+// with a device-side assert instead). A boolean mask is its nonzero()
+// coordinates (one index tensor per dim it covers). Non-adjacent index
+// tensors and other index types are left to the host tier.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorUtils.h>
@@ -47,12 +47,29 @@ bool broadcastable(c10::IntArrayRef a, c10::IntArrayRef b) {
 // The indexed dims and their (broadcast) index tensors, or nullopt.
 std::optional<Plan> planFor(const at::Tensor& self, const c10::IValue& list) {
   if (!list.isList()) return std::nullopt;
+  // A boolean mask over k dims stands for k index tensors, the columns of
+  // its nonzero() (as ATen's expandTensors does; Note [Data-dependent output
+  // sizes]). A mask whose shape is not the indexed dims' is CPU's
+  // IndexError: declined.
+  std::vector<at::Tensor> items;
+  for (const c10::IValue& item : list.toListRef()) {
+    const at::Tensor t = optTensor(item);
+    if (!t.defined() || t.scalar_type() != at::kBool) {
+      items.push_back(t);
+      continue;
+    }
+    const int64_t at_dim = static_cast<int64_t>(items.size());
+    if (t.dim() == 0 || at_dim + t.dim() > self.dim() ||
+        t.sizes() != self.sizes().slice(at_dim, t.dim()))
+      return std::nullopt;
+    const at::Tensor coordinates = at::nonzero(t);
+    for (int64_t j = 0; j < t.dim(); ++j) items.push_back(coordinates.select(1, j));
+  }
   std::vector<at::Tensor> given;
   int64_t first = -1, last = -1;
-  const auto items = list.toListRef();
   if (static_cast<int64_t>(items.size()) > self.dim()) return std::nullopt;
   for (size_t i = 0; i < items.size(); ++i) {
-    const at::Tensor t = optTensor(items[i]);
+    const at::Tensor& t = items[i];
     if (!t.defined()) continue;
     if (t.scalar_type() != at::kLong && t.scalar_type() != at::kInt) return std::nullopt;
     // CPU index tensors are allowed with a device tensor, as on CUDA.

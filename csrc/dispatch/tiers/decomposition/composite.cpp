@@ -31,6 +31,8 @@ const Composite* findComposite(const char* id) {
     addPointwiseComposites(add);
     addOptimizerComposites(add);
     addRandomComposites(add);
+    addDataDependentComposites(add);
+    addScanComposites(add);
     return true;
   }();
   (void)filled;

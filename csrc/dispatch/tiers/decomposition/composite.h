@@ -57,5 +57,7 @@ void addGemmComposites(Register add);
 void addPointwiseComposites(Register add);
 void addOptimizerComposites(Register add);
 void addRandomComposites(Register add);
+void addDataDependentComposites(Register add);
+void addScanComposites(Register add);
 
 }  // namespace flagos::composite

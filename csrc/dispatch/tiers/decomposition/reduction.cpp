@@ -3,8 +3,6 @@
 // so results agree to rounding and N <= correction gives inf/NaN as there.
 // linalg_vector_norm from abs, pow, sum, amax/amin: gradient clipping's
 // norm (clip_grad_norm_, 1 call per parameter and step).
-// cumsum as a log-step scan (Hillis-Steele): ceil(log2 L) shifted adds, each
-// one generated kernel over the whole tensor, for every dtype.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -89,38 +87,11 @@ bool vectorNorm(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
-// cumsum(self, dim, dtype) -> Tensor (cumsum_ too: in_place).
-bool cumsum(const c10::OperatorHandle&, torch::jit::Stack* stack) {
-  constexpr int kArgs = 3;
-  const c10::IValue* a = argsOf(*stack, kArgs);
-  if (!a || !a[0].isTensor() || !a[1].isInt() || !(a[2].isNone() || a[2].isInt())) return false;
-  const at::Tensor self = a[0].toTensor();
-  if (!self.defined() || !self.device().is_privateuseone()) return false;
-  const int64_t rank = std::max<int64_t>(self.dim(), 1);
-  int64_t dim = a[1].toInt();
-  if (dim < -rank || dim >= rank) return false;  // CPU raises
-  if (dim < 0) dim += rank;
-  // CPU: integral and bool inputs accumulate in int64 unless dtype says.
-  const at::ScalarType dtype = !a[2].isNone()                                 ? a[2].toScalarType()
-                               : at::isIntegralType(self.scalar_type(), true) ? at::kLong
-                                                                              : self.scalar_type();
-  at::Tensor x = self.to(dtype, /*non_blocking=*/false, /*copy=*/true);
-  const int64_t n = self.dim() == 0 ? 1 : x.size(dim);
-  for (int64_t s = 1; s < n; s *= 2) {
-    at::Tensor y = x.clone();
-    y.narrow(dim, s, n - s).add_(x.narrow(dim, 0, n - s));
-    x = y;
-  }
-  replaceArgs(stack, kArgs, {x});
-  return true;
-}
-
 }  // namespace
 
 void addReductionComposites(Register add) {
   add("var", varianceLike<false>, false);
   add("std", varianceLike<true>, false);
-  add("cumsum", cumsum, /*in_place=*/true);
   add("linalg_vector_norm", vectorNorm, false);
 }
 
