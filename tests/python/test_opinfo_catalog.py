@@ -84,6 +84,8 @@ CATALOG_VIA = {
     "nn.functional.tanhshrink",
     "nn.functional.scaled_dot_product_attention",
     "nn.functional.glu",
+    "nn.functional.prelu",
+    "cross",
     "square",
     "rsub",
     "max.reduction_with_dim",

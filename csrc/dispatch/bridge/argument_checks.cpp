@@ -132,8 +132,10 @@ void allAny(const OverloadSchema& schema, const c10::IValue* args) {
               " only supports bool tensor for result, got: ", dtype);
 }
 
-// var.correction / std.correction(self, dim, *, correction, keepdim) and out=.
-template <bool kStd>
+// var.correction / std.correction(self, dim, *, correction, keepdim), their
+// _mean forms and out=; @p kName is the operator CPU's warning names.
+constexpr char kVar[] = "var", kStd[] = "std", kVarMean[] = "var_mean", kStdMean[] = "std_mean";
+template <const char* kName>
 void varianceWarning(const OverloadSchema&, const c10::IValue* args) {
   if (!args[0].isTensor()) return;
   const at::Tensor& self = args[0].toTensor();
@@ -150,7 +152,7 @@ void varianceWarning(const OverloadSchema&, const c10::IValue* args) {
     n = self.numel();
   }
   if (static_cast<double>(n) - correction <= 0) {
-    TORCH_WARN(kStd ? "std" : "var",
+    TORCH_WARN(kName,
                "(): degrees of freedom is <= 0. Correction should be strictly less than the "
                "reduction factor (input numel divided by output numel).");
   }
@@ -187,8 +189,10 @@ ArgumentCheck argumentCheckFor(const OpSpec& spec) {
       {"pow_scalar", powScalar},
       {"all", allAny<true>},
       {"any", allAny<false>},
-      {"var", varianceWarning<false>},
-      {"std", varianceWarning<true>},
+      {"var", varianceWarning<kVar>},
+      {"std", varianceWarning<kStd>},
+      {"var_mean", varianceWarning<kVarMean>},
+      {"std_mean", varianceWarning<kStdMean>},
       {"sub", subCheck},
       {"sub_scalar", subCheck},
       {"rsub", subCheck},

@@ -203,7 +203,9 @@ Val Lowering::call(const Expr& e) {
     }
     return {f + "(" + as(a[0], t) + ", " + as(a[1], t) + ")", Ty::F};
   }
-  if (f == "atan2" || f == "copysign" || f == "hypot") {  // hypot: no overflow at the float max
+  // hypot: no overflow at the float max; nextafter: the neighbour in the
+  // computation type, which the catalog keeps to float32 and float64.
+  if (f == "atan2" || f == "copysign" || f == "hypot" || f == "nextafter") {
     need(2);
     return {f + "(" + as(a[0], Ty::F) + ", " + as(a[1], Ty::F) + ")", Ty::F};
   }

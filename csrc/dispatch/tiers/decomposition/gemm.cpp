@@ -5,7 +5,11 @@
 // whose GEMM takes float only (opencl's CLBlast SGEMM): the operands cast
 // to float on the device, the float GEMM, the result rounded once -- CPU's
 // semantics (float multiply-adds, one rounding), and no host round trip.
+// vdot of real vectors is dot; linalg_cross is three differences of
+// products, one per component.
 #include <ATen/ATen.h>
+
+#include <vector>
 
 #include "dispatch/tiers/decomposition/composite.h"
 #include "dispatch/tiers/decomposition/stack_args.h"
@@ -93,6 +97,50 @@ bool halfGemm(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// vdot(self, other) of real vectors: dot (no conjugate to take).
+bool vdot(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 2;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor()) return false;
+  const at::Tensor x = a[0].toTensor(), y = a[1].toTensor();
+  if (!x.defined() || !x.device().is_privateuseone() || x.is_complex() || !usableLike(y, x))
+    return false;
+  replaceArgs(stack, kArgs, {at::dot(x, y)});
+  return true;
+}
+
+// linalg_cross(self, other, dim): the operands broadcast, dim of size 3;
+// component i is a[j] * b[k] - a[k] * b[j] for (i, j, k) a rotation of
+// (0, 1, 2). Mixed dtypes and other sizes are CPU's error.
+bool linalgCross(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 3;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isInt()) return false;
+  const at::Tensor self = a[0].toTensor(), other = a[1].toTensor();
+  if (!self.defined() || !self.device().is_privateuseone() || self.is_complex() ||
+      self.scalar_type() == at::kBool || !usableLike(other, self) || self.dim() != other.dim())
+    return false;
+  std::vector<at::Tensor> both;
+  try {
+    both = at::broadcast_tensors({self, other});
+  } catch (const c10::Error&) {
+    return false;
+  }
+  const int64_t rank = both[0].dim();
+  int64_t dim = a[2].toInt();
+  if (rank == 0 || dim < -rank || dim >= rank) return false;
+  if (dim < 0) dim += rank;
+  if (both[0].size(dim) != 3) return false;
+  auto part = [&](int which, int64_t i) { return both[which].select(dim, i); };
+  std::vector<at::Tensor> components;
+  for (int64_t i = 0; i < 3; ++i) {
+    const int64_t j = (i + 1) % 3, k = (i + 2) % 3;
+    components.push_back(part(0, j) * part(1, k) - part(0, k) * part(1, j));
+  }
+  replaceArgs(stack, kArgs, {at::stack(components, dim)});
+  return true;
+}
+
 }  // namespace
 
 void addGemmComposites(Register add) {
@@ -103,6 +151,8 @@ void addGemmComposites(Register add) {
   add("baddbmm", halfGemm<true>, /*in_place=*/true);
   add("dot", halfDot, false);
   add("addmv", halfAddmv, /*in_place=*/true);
+  add("vdot", vdot, false);
+  add("linalg_cross", linalgCross, false);
 }
 
 }  // namespace flagos::composite

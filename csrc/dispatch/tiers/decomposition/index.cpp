@@ -2,7 +2,9 @@
 // [Composite kernels]). A backend may only generate the in-place scatter
 // (opencl: one kernel cannot copy self and then scatter in parallel), so
 // the functional forms clone self and scatter into the clone; roll is a
-// cat of two slices per rolled dim.
+// cat of two slices per rolled dim. flip of no dim is a copy, and of
+// every dim the reversal of the flattened tensor (the generated flip takes
+// the other sets: the catalog's dims encoding cannot tell these two apart).
 #include <ATen/ATen.h>
 
 #include <vector>
@@ -91,7 +93,37 @@ bool roll(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 
 }  // namespace
 
+// flip(self, dims) with dims empty or every dim.
+bool flip(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 2;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isIntList()) return false;
+  const at::Tensor self = a[0].toTensor();
+  if (!onDevice(self)) return false;
+  const std::vector<int64_t> dims = a[1].toIntVector();
+  std::vector<bool> seen(self.dim(), false);
+  for (int64_t d : dims) {
+    if (d < -self.dim() || d >= self.dim()) return false;  // CPU raises
+    if (d < 0) d += self.dim();
+    if (seen[d]) return false;  // CPU raises
+    seen[d] = true;
+  }
+  at::Tensor out;
+  if (dims.empty() || self.numel() <= 1) {
+    out = self.clone(at::MemoryFormat::Contiguous);
+  } else if (static_cast<int64_t>(dims.size()) == self.dim()) {
+    const int64_t n = self.numel();
+    const at::Tensor reversed = at::arange(n - 1, -1, -1, self.options().dtype(at::kLong));
+    out = self.reshape({-1}).index_select(0, reversed).view(self.sizes());
+  } else {
+    return false;
+  }
+  replaceArgs(stack, kArgs, {out});
+  return true;
+}
+
 void addIndexComposites(Register add) {
+  add("flip", flip, false);
   add("scatter_src", scatterCopy<Scatter::Src>, false);
   add("scatter_value", scatterCopy<Scatter::Value>, false);
   add("scatter_add", scatterCopy<Scatter::Add>, false);

@@ -1,7 +1,9 @@
 // Pointwise operators whose generated kernel needs every optional argument
 // (Note [Composite kernels]): clamp with one tensor bound missing becomes
 // clamp_min / clamp_max, nan_to_num with a default bound gets the dtype's
-// largest / lowest value, as CPU does.
+// largest / lowest value, as CPU does. Activations from pointwise
+// operators: glu, prelu, log_sigmoid (with CPU's buffer, which its
+// backward reads).
 #include <ATen/ATen.h>
 
 #include <limits>
@@ -81,6 +83,49 @@ bool powComplexHalf(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// glu(self, dim): the first half times the sigmoid of the second; an odd
+// size is CPU's error.
+bool glu(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 2;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isInt()) return false;
+  const at::Tensor self = a[0].toTensor();
+  if (!usableFirst(self, /*allow_empty=*/true) || self.dim() == 0) return false;
+  int64_t dim = a[1].toInt();
+  if (dim < -self.dim() || dim >= self.dim()) return false;
+  if (dim < 0) dim += self.dim();
+  const int64_t half = self.size(dim) / 2;
+  if (self.size(dim) % 2 != 0) return false;
+  replaceArgs(stack, kArgs,
+              {self.narrow(dim, 0, half) * at::sigmoid(self.narrow(dim, half, half))});
+  return true;
+}
+
+// _prelu_kernel(self, weight), weight already broadcastable: x > 0 ? x :
+// weight * x.
+bool preluKernel(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 2;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor()) return false;
+  const at::Tensor self = a[0].toTensor(), weight = a[1].toTensor();
+  if (!usableFirst(self, /*allow_empty=*/true) || !usableLike(weight, self)) return false;
+  replaceArgs(stack, kArgs, {at::where(self > 0, self, weight * self)});
+  return true;
+}
+
+// log_sigmoid_forward(self) -> (output, buffer), CPU's formulas: buffer =
+// exp(-|x|), output = min(x, 0) - log1p(buffer).
+bool logSigmoidForward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  const c10::IValue* a = argsOf(*stack, 1);
+  if (!a || !a[0].isTensor()) return false;
+  const at::Tensor self = a[0].toTensor();
+  if (!usableFirst(self, /*allow_empty=*/true)) return false;
+  const at::Tensor buffer = at::exp(-self.abs());
+  replaceArgs(stack, 1,
+              {at::minimum(self, at::zeros({}, self.options())) - at::log1p(buffer), buffer});
+  return true;
+}
+
 }  // namespace
 
 void addPointwiseComposites(Register add) {
@@ -89,6 +134,9 @@ void addPointwiseComposites(Register add) {
   add("pow", powComplexHalf, /*in_place=*/true);  // See Note [Complex half pow]
   add("pow_scalar", powComplexHalf, /*in_place=*/true);
   add("pow_scalar_base", powComplexHalf, false);
+  add("glu", glu, false);
+  add("prelu", preluKernel, false);
+  add("log_sigmoid_forward", logSigmoidForward, false);
 }
 
 }  // namespace flagos::composite

@@ -2,11 +2,14 @@
 // the two-pass formula CPU uses, sum((x - mean)^2) / max(0, N - correction),
 // so results agree to rounding and N <= correction gives inf/NaN as there.
 // linalg_vector_norm from abs, pow, sum, amax/amin: gradient clipping's
-// norm (clip_grad_norm_, 1 call per parameter and step).
+// norm (clip_grad_norm_, 1 call per parameter and step); norm through it.
+// var_mean/std_mean as var/std with their mean; nansum, aminmax and trace
+// from where, sum, amin/amax and diagonal.
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "dispatch/tiers/decomposition/composite.h"
@@ -15,8 +18,9 @@
 namespace flagos::composite {
 namespace {
 
-// var.correction / std.correction(self, dim, correction, keepdim)
-template <bool kStd>
+// var.correction / std.correction(self, dim, correction, keepdim) and
+// var_mean / std_mean, which also return the mean (kWithMean).
+template <bool kStd, bool kWithMean>
 bool varianceLike(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   constexpr int kArgs = 4;
   const c10::IValue* a = argsOf(*stack, kArgs);
@@ -24,7 +28,9 @@ bool varianceLike(const c10::OperatorHandle&, torch::jit::Stack* stack) {
       !(a[2].isNone() || a[2].isScalar()))
     return false;
   const at::Tensor self = a[0].toTensor();
-  if (!usableFirst(self) || self.dim() == 0) return false;
+  // Empty: mean 0/0 and sum 0 give CPU's NaN (the bridge warns as CPU does,
+  // argument_checks.cpp).
+  if (!usableFirst(self, /*allow_empty=*/true) || self.dim() == 0) return false;
   std::vector<int64_t> dims = a[1].isNone() ? std::vector<int64_t>() : a[1].toIntVector();
   if (dims.empty())  // None or []: every dim
     for (int64_t d = 0; d < self.dim(); ++d) dims.push_back(d);
@@ -39,11 +45,20 @@ bool varianceLike(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   }
   const double correction = a[2].isNone() ? 1.0 : a[2].toScalar().toDouble();
   const bool keepdim = a[3].toBool();
-  const at::Tensor centered = self - self.mean(dims, /*keepdim=*/true);
+  const at::Tensor mean = self.mean(dims, /*keepdim=*/true);
+  const at::Tensor centered = self - mean;
   at::Tensor out = (centered * centered).sum(dims, keepdim) /
                    std::max(0.0, static_cast<double>(count) - correction);
   if (kStd) out = out.sqrt();
-  replaceArgs(stack, kArgs, {out});
+  if (kWithMean) {
+    at::Tensor m = mean;
+    std::sort(dims.begin(), dims.end());  // squeezed from the last dim down
+    if (!keepdim)
+      for (auto d = dims.rbegin(); d != dims.rend(); ++d) m = m.squeeze(*d);
+    replaceArgs(stack, kArgs, {out, m});
+  } else {
+    replaceArgs(stack, kArgs, {out});
+  }
   return true;
 }
 
@@ -87,12 +102,94 @@ bool vectorNorm(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// norm.ScalarOpt_dim(self, p, dim, keepdim): linalg_vector_norm's (p None
+// is 2), as CPU's norm computes it.
+bool norm(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !(a[1].isNone() || a[1].isScalar()) || !a[2].isIntList() ||
+      !a[3].isBool())
+    return false;
+  const at::Tensor self = a[0].toTensor();
+  if (!self.defined() || !self.device().is_privateuseone() || self.numel() == 0 ||
+      !at::isFloatingType(self.scalar_type()))
+    return false;
+  const at::Scalar p = a[1].isNone() ? at::Scalar(2.0) : a[1].toScalar();
+  const std::vector<int64_t> dims = a[2].toIntVector();
+  replaceArgs(stack, kArgs, {at::linalg_vector_norm(self, p, dims, a[3].toBool())});
+  return true;
+}
+
+// nansum(self, dim, keepdim, dtype): sum with NaN read as 0.
+bool nansum(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !(a[1].isNone() || a[1].isIntList()) || !a[2].isBool() ||
+      !(a[3].isNone() || a[3].isInt()))
+    return false;
+  const at::Tensor self = a[0].toTensor();
+  if (!self.defined() || !self.device().is_privateuseone() || self.is_complex()) return false;
+  const at::Tensor x = at::isFloatingType(self.scalar_type())
+                           ? at::where(self.isnan(), at::zeros({}, self.options()), self)
+                           : self;
+  const std::optional<std::vector<int64_t>> dims =
+      a[1].isNone() ? std::nullopt : std::optional<std::vector<int64_t>>(a[1].toIntVector());
+  const std::optional<at::ScalarType> dtype =
+      a[3].isNone() ? std::nullopt : std::optional<at::ScalarType>(a[3].toScalarType());
+  replaceArgs(
+      stack, kArgs,
+      {dims ? at::sum(x, *dims, a[2].toBool(), dtype) : at::sum(x, {}, a[2].toBool(), dtype)});
+  return true;
+}
+
+// aminmax(self, dim, keepdim) -> (amin, amax); an empty input is CPU's error.
+bool aminmax(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 3;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !(a[1].isNone() || a[1].isInt()) || !a[2].isBool()) return false;
+  const at::Tensor self = a[0].toTensor();
+  if (!self.defined() || !self.device().is_privateuseone() || self.numel() == 0 ||
+      self.is_complex() || self.scalar_type() == at::kBool)
+    return false;
+  const bool keepdim = a[2].toBool();
+  std::vector<int64_t> dims;
+  if (a[1].isInt()) {
+    const int64_t rank = std::max<int64_t>(self.dim(), 1);
+    int64_t d = a[1].toInt();
+    if (d < -rank || d >= rank) return false;
+    dims.push_back(d < 0 ? d + rank : d);
+  }
+  const at::Tensor x = self.dim() == 0 && !dims.empty() ? self.reshape({1}) : self;
+  at::Tensor lo = at::amin(x, dims, keepdim), hi = at::amax(x, dims, keepdim);
+  if (self.dim() == 0) lo = lo.reshape({}), hi = hi.reshape({});
+  replaceArgs(stack, kArgs, {lo, hi});
+  return true;
+}
+
+// trace(self) of a matrix: the sum of its diagonal (integers in int64).
+bool trace(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  const c10::IValue* a = argsOf(*stack, 1);
+  if (!a || !a[0].isTensor()) return false;
+  const at::Tensor self = a[0].toTensor();
+  if (!self.defined() || !self.device().is_privateuseone() || self.dim() != 2 ||
+      self.is_complex() || self.scalar_type() == at::kBool)
+    return false;
+  replaceArgs(stack, 1, {self.diagonal().sum()});
+  return true;
+}
+
 }  // namespace
 
 void addReductionComposites(Register add) {
-  add("var", varianceLike<false>, false);
-  add("std", varianceLike<true>, false);
+  add("var", varianceLike<false, false>, false);
+  add("std", varianceLike<true, false>, false);
+  add("var_mean", varianceLike<false, true>, false);
+  add("std_mean", varianceLike<true, true>, false);
   add("linalg_vector_norm", vectorNorm, false);
+  add("norm", norm, false);
+  add("nansum", nansum, false);
+  add("aminmax", aminmax, false);
+  add("trace", trace, false);
 }
 
 }  // namespace flagos::composite

@@ -1,0 +1,177 @@
+"""Operators that left the host fallback (issue 34): generated pointwise
+kernels (logaddexp2, nextafter, xlog1py, entr, angle, round with decimals)
+and composites of device operators (var_mean, std_mean, norm, nansum,
+aminmax, trace, vdot, linalg_cross, glu, prelu, log_sigmoid, flip of every
+dim). Each is compared with CPU at its edge cases (infinities, NaN, signed
+zeros, empty and 0-d tensors, integer types, out=, autograd), and
+op_stats() must show that the call did not take the host fallback."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import CORE_ERROR
+
+pytestmark = pytest.mark.skipif(CORE_ERROR is not None, reason=CORE_ERROR or "")
+DEV = "flagos"
+INF, NAN = math.inf, math.nan
+
+
+def on_device(fn, *args, **kwargs):
+    """fn on the device copies of args (tensors moved, the rest as they are)."""
+    moved = [a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args]
+    return fn(*moved, **kwargs)
+
+
+def same(fn, *args, exact=True, overloads=(), **kwargs):
+    """fn on the device gives CPU's result; none of @p overloads fell back."""
+    import flagos_torchfl as ft
+
+    ft.reset_op_stats()
+    got, want = on_device(fn, *args, **kwargs), fn(*args, **kwargs)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want, strict=True):
+        assert g.device.type == DEV
+        tol = {"rtol": 0, "atol": 0} if exact else {}
+        torch.testing.assert_close(g.cpu(), w, equal_nan=True, **tol)
+        if exact and w.is_floating_point():  # signed zeros too (a NaN's sign means nothing)
+            numbers = ~torch.isnan(w)
+            assert torch.equal(torch.signbit(g.cpu())[numbers], torch.signbit(w)[numbers])
+    stats = ft.op_stats()
+    for name in overloads:
+        assert stats.get(name, {}).get("fallback", 0) == 0, (name, stats.get(name))
+
+
+EDGES = torch.tensor([INF, -INF, NAN, 0.0, -0.0, 1.0, -2.5, 1e-30, 3e38, -7.0])
+
+
+def test_logaddexp2_and_logaddexp_keep_equal_infinities():
+    a = torch.tensor([INF, -INF, INF, -INF, 1.0, NAN, 0.0, -3.0])
+    b = torch.tensor([INF, -INF, -INF, INF, 2.0, 1.0, 0.0, 40.0])
+    same(torch.logaddexp2, a, b, exact=False, overloads=["aten::logaddexp2"])
+    same(torch.logaddexp, a, b, exact=False)
+    same(torch.logaddexp2, a.double(), b.double(), exact=False)
+
+
+def test_nextafter_steps_in_the_dtype():
+    for dtype in (torch.float32, torch.float64):
+        x = EDGES.to(dtype)
+        same(torch.nextafter, x, x.flip(0), overloads=["aten::nextafter"])
+        same(torch.nextafter, x, torch.zeros_like(x))
+
+
+def test_xlog1py_entr_and_angle_at_their_edges():
+    y = EDGES.flip(0)
+    same(torch.special.xlog1py, EDGES, y, exact=False, overloads=["aten::special_xlog1py"])
+    same(torch.special.entr, EDGES, exact=False, overloads=["aten::special_entr"])
+    same(torch.angle, EDGES, overloads=["aten::angle"])
+    same(torch.angle, EDGES.double())
+
+
+@pytest.mark.parametrize("decimals", [0, 1, 3, -1, -3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16], ids=str)
+def test_round_with_decimals_is_cpus(decimals, dtype):
+    g = torch.Generator().manual_seed(decimals + 10)
+    x = (torch.randn(200, generator=g) * 1000).to(dtype)
+    x[:4] = torch.tensor([2.5, -0.5, 0.125, 1234.5678]).to(dtype)
+    same(torch.round, x, decimals=decimals, overloads=["aten::round.decimals"])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"dim": 1}, {"dim": (0, 2), "keepdim": True}, {"dim": -1, "correction": 0}],
+    ids=str,
+)
+def test_var_mean_and_std_mean_are_cpus(kwargs):
+    x = torch.randn(4, 5, 6, generator=torch.Generator().manual_seed(3))
+    for fn in (torch.var_mean, torch.std_mean):
+        same(
+            fn,
+            x,
+            exact=False,
+            overloads=["aten::var_mean.correction", "aten::std_mean.correction"],
+            **kwargs,
+        )
+
+
+def test_norm_nansum_aminmax_and_trace():
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(5, 7, generator=g)
+    x[1, 2] = NAN
+    for p in (None, 1, 2, 3.5, INF, -INF, 0):
+        same(
+            torch.norm, x.nan_to_num(), p, (1,), exact=False, overloads=["aten::norm.ScalarOpt_dim"]
+        )
+    same(torch.nansum, x, exact=False, overloads=["aten::nansum"])
+    same(torch.nansum, x, dim=1, keepdim=True, exact=False)
+    same(torch.nansum, torch.randint(-5, 5, (4, 3), generator=g), dim=0)
+    same(torch.nansum, x, dim=0, dtype=torch.float64, exact=False)
+    for kwargs in ({}, {"dim": 0}, {"dim": -1, "keepdim": True}, {"keepdim": True}):
+        same(torch.aminmax, x, overloads=["aten::aminmax"], **kwargs)
+    same(torch.aminmax, torch.randint(-9, 9, (6, 2), generator=g), dim=1)
+    same(torch.aminmax, torch.tensor(2.5))
+    same(torch.trace, x.nan_to_num(), exact=False, overloads=["aten::trace"])
+    same(torch.trace, torch.randint(-9, 9, (3, 5), generator=g))
+
+
+def test_aminmax_of_an_empty_tensor_is_cpus_error():
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.aminmax(torch.zeros(0))
+    with pytest.raises(RuntimeError) as on_dev:
+        torch.aminmax(torch.zeros(0, device=DEV))
+    assert str(on_cpu.value).splitlines()[0] in str(on_dev.value)
+
+
+def test_vdot_and_linalg_cross():
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(9, generator=g), torch.randn(9, generator=g)
+    same(torch.vdot, a, b, exact=False, overloads=["aten::vdot"])
+    u, v = torch.randn(4, 3, 2, generator=g), torch.randn(1, 3, 2, generator=g)
+    same(torch.linalg.cross, u, v, dim=1, exact=False, overloads=["aten::linalg_cross"])
+    same(torch.linalg.cross, u.transpose(1, 2), v.transpose(1, 2), exact=False)
+    ints = torch.randint(-4, 4, (5, 3), generator=g)
+    same(torch.linalg.cross, ints, ints.flip(0))
+
+
+def test_activations_and_their_gradients():
+    import flagos_torchfl as ft
+
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(6, 8, generator=g, dtype=torch.float64)
+    x[0, :3] = torch.tensor([INF, -INF, 0.0], dtype=torch.float64)
+    weight = torch.rand(8, generator=g, dtype=torch.float64)
+    cases = [
+        (lambda t: torch.nn.functional.glu(t, 1), ["aten::glu"]),
+        (lambda t: torch.nn.functional.glu(t, 0), ["aten::glu"]),
+        (lambda t: torch.nn.functional.prelu(t, weight.to(t.device)), ["aten::_prelu_kernel"]),
+        (torch.nn.functional.logsigmoid, ["aten::log_sigmoid_forward"]),
+    ]
+    for fn, overloads in cases:
+        same(fn, x, exact=False, overloads=overloads)
+        a = x.clone().nan_to_num(posinf=3.0, neginf=-3.0).requires_grad_()
+        b = a.detach().to(DEV).requires_grad_()
+        ft.reset_op_stats()
+        fn(b).sum().backward()
+        fn(a).sum().backward()
+        torch.testing.assert_close(b.grad.cpu(), a.grad)
+        assert ft.op_stats().get(overloads[0], {}).get("fallback", 0) == 0
+
+
+def test_glu_of_an_odd_size_is_cpus_error():
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.nn.functional.glu(torch.zeros(3, 5), 1)
+    with pytest.raises(RuntimeError) as on_dev:
+        torch.nn.functional.glu(torch.zeros(3, 5, device=DEV), 1)
+    assert str(on_cpu.value).splitlines()[0] in str(on_dev.value)
+
+
+@pytest.mark.parametrize("dims", [(0, 1, 2), (), (2, 0, 1), (0,), (-1, 1)], ids=str)
+def test_flip_of_every_dim_and_of_none(dims):
+    x = torch.arange(60.0).view(3, 4, 5)
+    same(torch.flip, x, dims, overloads=["aten::flip"])
+    same(torch.flip, x.transpose(0, 2), dims)
+    same(torch.flip, torch.arange(7), (0,))
+    same(torch.flip, torch.tensor(3.0), ())
