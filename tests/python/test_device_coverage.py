@@ -175,3 +175,89 @@ def test_flip_of_every_dim_and_of_none(dims):
     same(torch.flip, x.transpose(0, 2), dims)
     same(torch.flip, torch.arange(7), (0,))
     same(torch.flip, torch.tensor(3.0), ())
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize(
+    "shape, pad",
+    [
+        ((2, 3, 9), (2, 3)),
+        ((3, 9), (1, 0)),
+        ((0, 3, 5), (1, 2)),
+        ((2, 2, 6, 7), (1, 2, 3, 0)),
+        ((2, 2, 6, 7), (-1, 2, 0, -2)),
+        ((1, 2, 4, 5, 6), (1, 1, 2, 0, 3, 2)),
+    ],
+    ids=str,
+)
+def test_reflection_and_replication_padding_and_their_gradients(mode, shape, pad):
+    import flagos_torchfl as ft
+
+    x = torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    same(torch.nn.functional.pad, x, pad, mode=mode)
+    if x.numel() == 0:
+        return
+    a = x.clone().requires_grad_()
+    b = x.to(DEV).requires_grad_()
+    weight = torch.randn(torch.nn.functional.pad(x, pad, mode=mode).shape, dtype=torch.float64)
+    ft.reset_op_stats()
+    (torch.nn.functional.pad(b, pad, mode=mode) * weight.to(DEV)).sum().backward()
+    (torch.nn.functional.pad(a, pad, mode=mode) * weight).sum().backward()
+    torch.testing.assert_close(b.grad.cpu(), a.grad)
+    assert not [k for k, v in ft.op_stats().items() if "pad" in k and v.get("fallback")]
+
+
+def test_padding_errors_are_cpus():
+    for mode, shape, pad in (("reflect", (1, 2, 3), (3, 0)), ("replicate", (1, 2, 3), (-2, -2))):
+        with pytest.raises(RuntimeError) as on_cpu:
+            torch.nn.functional.pad(torch.zeros(shape), pad, mode=mode)
+        with pytest.raises(RuntimeError) as on_dev:
+            torch.nn.functional.pad(torch.zeros(shape, device=DEV), pad, mode=mode)
+        assert str(on_cpu.value).splitlines()[0] in str(on_dev.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"size": 17, "mode": "nearest"},
+        {"scale_factor": 2.5, "mode": "nearest"},
+        {"size": 4, "mode": "nearest"},
+        {"size": 17, "mode": "linear", "align_corners": False},
+        {"size": 17, "mode": "linear", "align_corners": True},
+        {"scale_factor": 0.6, "mode": "linear"},
+    ],
+    ids=str,
+)
+def test_one_dimensional_upsampling_and_its_gradient(kwargs):
+    import flagos_torchfl as ft
+
+    x = torch.randn(2, 3, 9, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    same(torch.nn.functional.interpolate, x, exact=False, **kwargs)
+    a, b = x.clone().requires_grad_(), x.to(DEV).requires_grad_()
+    ft.reset_op_stats()
+    torch.nn.functional.interpolate(b, **kwargs).pow(2).sum().backward()
+    torch.nn.functional.interpolate(a, **kwargs).pow(2).sum().backward()
+    torch.testing.assert_close(b.grad.cpu(), a.grad)
+    assert not [k for k, v in ft.op_stats().items() if "upsample" in k and v.get("fallback")]
+
+
+@pytest.mark.parametrize("spatial", [1, 2, 3])
+def test_max_unpool_puts_the_values_back_where_max_pool_found_them(spatial):
+    g = torch.Generator().manual_seed(9)
+    pool = getattr(torch.nn.functional, f"max_pool{spatial}d")
+    unpool = getattr(torch.nn.functional, f"max_unpool{spatial}d")
+    x = torch.randn((2, 3) + (8,) * spatial, generator=g)
+    values, indices = pool(x, 2, stride=2, return_indices=True)
+    same(unpool, values, indices, 2, stride=2)
+    overlapping, where = pool(x, 3, stride=2, return_indices=True)
+    same(unpool, overlapping, where, 3, stride=2, output_size=x.shape[2:])
+
+
+def test_max_unpool_of_an_index_outside_the_output_is_cpus_error():
+    values = torch.ones(1, 1, 2, 2)
+    indices = torch.tensor([[[[0, 1], [2, 99]]]])
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.nn.functional.max_unpool2d(values, indices, 2)
+    with pytest.raises(RuntimeError) as on_dev:
+        torch.nn.functional.max_unpool2d(values.to(DEV), indices.to(DEV), 2)
+    assert str(on_cpu.value).splitlines()[0] in str(on_dev.value)

@@ -33,6 +33,7 @@ const Composite* findComposite(const char* id) {
     addRandomComposites(add);
     addDataDependentComposites(add);
     addScanComposites(add);
+    addResamplingComposites(add);
     return true;
   }();
   (void)filled;

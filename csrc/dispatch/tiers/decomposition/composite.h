@@ -59,5 +59,6 @@ void addOptimizerComposites(Register add);
 void addRandomComposites(Register add);
 void addDataDependentComposites(Register add);
 void addScanComposites(Register add);
+void addResamplingComposites(Register add);
 
 }  // namespace flagos::composite
