@@ -261,3 +261,62 @@ def test_max_unpool_of_an_index_outside_the_output_is_cpus_error():
     with pytest.raises(RuntimeError) as on_dev:
         torch.nn.functional.max_unpool2d(values.to(DEV), indices.to(DEV), 2)
     assert str(on_cpu.value).splitlines()[0] in str(on_dev.value)
+
+
+def zeta_points(dtype):
+    """(s, q) over zeta's domain: s near 1 and large, q small, large, negative
+    (whole: poles; fractional with whole and fractional s), and NaN."""
+    s = torch.tensor(
+        [1.0, 1.0001, 1.5, 2.0, 3.0, 4.5, 7.0, 12.0, 30.0, 0.5, -2.0, 2.0, 3.0, 2.5, NAN]
+    )
+    q = torch.tensor(
+        [1.0, 2.0, 0.1, 1e-3, 5.0, 0.75, 30.0, 1.0, 2.0, 1.0, 1.0, -3.0, -2.5, -2.5, 1.0]
+    )
+    g = torch.Generator().manual_seed(11)
+    s = torch.cat([s, 1 + torch.rand(200, generator=g) * 20])
+    q = torch.cat([q, torch.rand(200, generator=g) * 50 + 1e-3])
+    return s.to(dtype), q.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+def test_zeta_over_its_domain_is_cpus(dtype):
+    s, q = zeta_points(dtype)
+    # float64: Euler-Maclaurin and CPU's series agree to a few ulp; float32
+    # computes in double as CPU does.
+    tol = {"rtol": 1e-12, "atol": 0} if dtype == torch.float64 else {"rtol": 1e-6, "atol": 0}
+    import flagos_torchfl as ft
+
+    ft.reset_op_stats()
+    got = torch.special.zeta(s.to(DEV), q.to(DEV)).cpu()
+    torch.testing.assert_close(got, torch.special.zeta(s, q), equal_nan=True, **tol)
+    assert ft.op_stats().get("aten::special_zeta", {}).get("fallback", 0) == 0
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 7])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+def test_polygamma_over_its_domain_is_cpus(n, dtype):
+    import flagos_torchfl as ft
+
+    g = torch.Generator().manual_seed(n)
+    x = torch.cat(
+        [
+            torch.tensor(
+                [1.0, 0.5, 1e-3, 2.0, 10.0, 100.0, 1e4, -0.5, -1.5, -2.25, -3.0, 0.0, NAN]
+            ),
+            torch.rand(300, generator=g) * 40 - 10,
+        ]
+    ).to(dtype)
+    tol = {"rtol": 1e-10, "atol": 0} if dtype == torch.float64 else {"rtol": 2e-5, "atol": 1e-6}
+    ft.reset_op_stats()
+    torch.testing.assert_close(
+        torch.polygamma(n, x.to(DEV)).cpu(), torch.polygamma(n, x), equal_nan=True, **tol
+    )
+    assert ft.op_stats().get("aten::polygamma", {}).get("fallback", 0) == 0
+
+
+def test_polygamma_of_a_negative_order_is_cpus_error():
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.polygamma(-1, torch.ones(2))
+    with pytest.raises(RuntimeError) as on_dev:
+        torch.polygamma(-1, torch.ones(2, device=DEV))
+    assert str(on_cpu.value).splitlines()[0] in str(on_dev.value)

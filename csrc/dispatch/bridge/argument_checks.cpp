@@ -179,6 +179,13 @@ void uniformBounds(const OverloadSchema&, const c10::IValue* args) {
               " which result in to-from to exceed the limit");
 }
 
+// polygamma(n, self), polygamma_(self, n) and out=: CPU's meta kernel
+// refuses a negative order.
+void polygammaOrder(const OverloadSchema&, const c10::IValue* args) {
+  const c10::IValue& n = args[0].isInt() ? args[0] : args[1];
+  TORCH_CHECK(!n.isInt() || n.toInt() >= 0, "polygamma(n, x) does not support negative n.");
+}
+
 }  // namespace
 
 ArgumentCheck argumentCheckFor(const OpSpec& spec) {
@@ -193,6 +200,7 @@ ArgumentCheck argumentCheckFor(const OpSpec& spec) {
       {"std", varianceWarning<kStd>},
       {"var_mean", varianceWarning<kVarMean>},
       {"std_mean", varianceWarning<kStdMean>},
+      {"polygamma", polygammaOrder},
       {"sub", subCheck},
       {"sub_scalar", subCheck},
       {"rsub", subCheck},

@@ -117,7 +117,80 @@ std::string commonHelpers(bool fp64) {
       "  T root = exp(x / (T)2);\n"
       "  /* sqrt(2 pi) sqrt(x), not sqrt(2 pi x): that overflows for x near max */\n"
       "  return root * (root / ((T)2.5066282746310002 * sqrt(x))) * sum; }\n";
+  // Note [Zeta by Euler-Maclaurin]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // The Hurwitz zeta function zeta(s, q) = sum over k >= 0 of (q + k)^-s
+  // (DLMF 25.11.1), for special_zeta and the polygamma functions of order
+  // n >= 2 (DLMF 25.11.12). The first terms are summed directly until the
+  // base a = q + N is at least 9 and N at least 9 (or a term no longer
+  // changes the sum); the rest is Euler-Maclaurin's formula at a (DLMF
+  // 2.10.1 applied to x^-s): a^(1-s)/(s-1) - a^-s/2 (the last direct term
+  // counted half) + sum over j of B_2j/(2j)! s(s+1)...(s+2j-2) a^(1-s-2j),
+  // twelve Bernoulli terms at most, stopping when one no longer changes the
+  // sum. The domain follows CPU: s = 1 is +inf, s < 1 NaN; q <= 0 is +inf at
+  // the poles (q a whole number) and NaN unless s is whole. float takes the
+  // double routine where the target has double, as CPU computes float zeta
+  // in double.
+  const std::string zeta =
+      "/* Note [Zeta by Euler-Maclaurin] */\n"
+      "FLAGOS_FN T flagos_zetaS(T s, T q) {\n"
+      "  if (s != s || q != q) return (T)NAN;\n"
+      "  if (s == (T)1) return (T)INFINITY;\n"
+      "  if (s < (T)1) return (T)NAN;\n"
+      "  if (q <= (T)0) {\n"
+      "    if (q == floor(q)) return (T)INFINITY;\n"
+      "    if (s != floor(s)) return (T)NAN;\n"
+      "  }\n"
+      "  const T eps = sizeof(T) == 8 ? (T)1.1102230246251565e-16 : (T)5.9604645e-08;\n"
+      "  T a = q, b = pow(q, -s), sum = b;\n"
+      "  for (int k = 1; k < 9 || a <= (T)9; ++k) {\n"
+      "    a += (T)1; b = pow(a, -s); sum += b;\n"
+      "    if (fabs(b) < eps * fabs(sum)) return sum;\n"
+      "  }\n"
+      "  sum += b * a / (s - (T)1) - (T)0.5 * b;\n"
+      "  const T c[12] = {(T)8.333333333333333e-2, (T)-1.388888888888889e-3,\n"
+      "    (T)3.306878306878307e-05, (T)-8.267195767195768e-07, (T)2.08767569878681e-08,\n"
+      "    (T)-5.284190138687493e-10, (T)1.3382536530684679e-11, (T)-3.3896802963225827e-13,\n"
+      "    (T)8.586062056277845e-15, (T)-2.174868698558062e-16, (T)5.5090028283602295e-18,\n"
+      "    (T)-1.3954464685812522e-19};\n"
+      "  T rising = s, power = b / a;\n"
+      "  for (int j = 0; j < 12; ++j) {\n"
+      "    const T term = c[j] * rising * power;\n"
+      "    sum += term;\n"
+      "    if (fabs(term) < eps * fabs(sum)) break;\n"
+      "    rising *= (s + (T)(2 * j + 1)) * (s + (T)(2 * j + 2));\n"
+      "    power /= a * a;\n"
+      "  }\n"
+      "  return sum; }\n";
+  const std::string polygamma =
+      "/* trigamma: reflection below 1/2 (DLMF 5.15.6), six steps of the\n"
+      "   recurrence (5.15.5), then the asymptotic series (5.15.8). */\n"
+      "FLAGOS_FN T flagos_trigammaS(T x) {\n"
+      "  const T pi = (T)3.14159265358979323846;\n"
+      "  T sign = 1, result = 0;\n"
+      "  if (x < (T)0.5) {\n"
+      "    const T sp = sin(pi * x);\n"
+      "    sign = -1; result -= pi * pi / (sp * sp); x = (T)1 - x;\n"
+      "  }\n"
+      "  for (int i = 0; i < 6; ++i) { result += (T)1 / (x * x); x += (T)1; }\n"
+      "  const T ixx = (T)1 / (x * x);\n"
+      "  result += ((T)1 + (T)1 / ((T)2 * x) +\n"
+      "             ixx * ((T)1 / (T)6 - ixx * ((T)1 / (T)30 - ixx * ((T)1 / (T)42)))) / x;\n"
+      "  return sign * result; }\n"
+      "/* polygamma(n, x), n >= 2: (-1)^(n+1) n! zeta(n + 1, x) (DLMF 25.11.12). */\n"
+      "FLAGOS_FN T flagos_polygammaS(T n, T x) {\n"
+      "  if (n == (T)0) return flagos_digammaS(x);\n"
+      "  if (n == (T)1) return flagos_trigammaS(x);\n"
+      "  const T sign = fmod(n, (T)2) != (T)0 ? (T)1 : (T)-1;\n"
+      "  return sign * exp(lgamma(n + (T)1)) * flagos_zetaS(n + (T)1, x); }\n";
   out += instantiate(per_type, "float", "f");
+  if (fp64) {
+    out += instantiate(zeta, "double", "d");
+    out += "FLAGOS_FN float flagos_zetaf(float s, float q) { return (float)flagos_zetad(s, q); }\n";
+  } else {
+    out += instantiate(zeta, "float", "f");
+  }
+  out += instantiate(polygamma, "float", "f");
   // Note [Fast paths of the generator's math] (lower.cpp): float erf.
   out +=
       "FLAGOS_FN float flagos_erf32(float x) {\n"
@@ -125,7 +198,7 @@ std::string commonHelpers(bool fp64) {
       "  const float r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t\n"
       "                   - 0.284496736f) * t + 0.254829592f;\n"
       "  return copysign(1.0f - r * t * exp(-ax * ax), x); }\n";
-  if (fp64) out += instantiate(per_type, "double", "d");
+  if (fp64) out += instantiate(per_type, "double", "d") + instantiate(polygamma, "double", "d");
   return out;
 }
 

@@ -96,6 +96,7 @@ Val Lowering::call(const Expr& e) {
   static const std::map<std::string, std::string> kHelperFns = {{"sigmoid", "flagos_sigmoid"},
                                                                 {"erfinv", "flagos_erfinv"},
                                                                 {"digamma", "flagos_digamma"},
+                                                                {"trigamma", "flagos_trigamma"},
                                                                 {"i0", "flagos_i0"}};
   const std::string& f = e.text;
   std::vector<Val> a;
@@ -202,6 +203,12 @@ Val Lowering::call(const Expr& e) {
       return {"flagos_pows" + suffix() + "(" + as(a[0], t) + ", " + as(a[1], t) + ")", Ty::F};
     }
     return {f + "(" + as(a[0], t) + ", " + as(a[1], t) + ")", Ty::F};
+  }
+  // Note [Zeta by Euler-Maclaurin] (helpers.cpp): zeta(s, q) and
+  // polygamma(n, x), n a whole number.
+  if (f == "zeta" || f == "polygamma") {
+    need(2);
+    return {"flagos_" + f + suffix() + "(" + as(a[0], Ty::F) + ", " + as(a[1], Ty::F) + ")", Ty::F};
   }
   // hypot: no overflow at the float max; nextafter: the neighbour in the
   // computation type, which the catalog keeps to float32 and float64.

@@ -94,8 +94,7 @@ bool padBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   const c10::IValue* a = argsOf(*stack, kArgs);
   if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isIntList()) return false;
   const at::Tensor grad = a[0].toTensor(), self = a[1].toTensor();
-  if (!onDevice(grad) || !onDevice(self) || !at::isFloatingType(grad.scalar_type()))
-    return false;
+  if (!onDevice(grad) || !onDevice(self) || !at::isFloatingType(grad.scalar_type())) return false;
   const auto dims = paddedDims(self, a[2].toIntVector(), kSpatial, kReflect);
   if (!dims) return false;
   at::Tensor g = grad;
