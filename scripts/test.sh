@@ -74,7 +74,9 @@ if "$PYTHON" -c 'import flagos_torchfl as ft; ft.initialize("opencl")' >/dev/nul
     tests/python/test_models.py tests/python/test_extension.py \
     tests/python/test_extension_examples.py tests/python/test_profiler_device.py \
     tests/python/test_compile.py tests/python/test_training_step_ops.py \
-    tests/python/test_cpu_corner_semantics.py tests/python/test_random_device.py
+    tests/python/test_cpu_corner_semantics.py tests/python/test_random_device.py \
+    tests/python/test_scans.py tests/python/test_data_dependent.py \
+    tests/python/test_device_coverage.py
 elif [ -n "${CI:-}" ]; then
   failed+=("opencl backend unavailable (PoCL is installed by scripts/setup.sh)")
 fi
