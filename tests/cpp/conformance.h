@@ -41,6 +41,20 @@ inline const flagosStreamTable& str() {
   return *plugin().tables.stream;
 }
 
+// The plugin's compiler table (check tables().compiler first).
+inline const flagosCompilerTable& cc() {
+  return *plugin().tables.compiler;
+}
+// A test suite's one program (SetUpTestSuite): built from @p source with
+// @p options on device 0, or nullptr with the failure recorded.
+flagosProgram_t buildSuiteProgram(const char* source, const char* options);
+// TearDownTestSuite's part: destroys @p program, if any, and clears it.
+void destroySuiteProgram(flagosProgram_t& program);
+// @p program's binary through programGetBinary's two calls (the size, then
+// the bytes), checking that a buffer one byte short is refused; empty
+// after a recorded failure.
+std::vector<char> programBinary(flagosProgram_t program);
+
 // The calling thread's last error message from the plugin.
 std::string lastError();
 int32_t deviceCount();

@@ -41,6 +41,39 @@ bool isHostPlugin() {
   return tables().name != nullptr && std::strcmp(tables().name, "host") == 0;
 }
 
+flagosProgram_t buildSuiteProgram(const char* source, const char* options) {
+  flagosProgram_t program = nullptr;
+  const flagosStatus_t status = cc().programBuild(0, source, options, &program);
+  if (status == FLAGOS_SUCCESS) return program;
+  ADD_FAILURE() << "programBuild: " << statusName(status) << ": " << lastError();
+  return nullptr;
+}
+
+void destroySuiteProgram(flagosProgram_t& program) {
+  if (program != nullptr) {
+    FLAGOS_EXPECT_OK(cc().programDestroy(program));
+  }
+  program = nullptr;
+}
+
+std::vector<char> programBinary(flagosProgram_t program) {
+  uint64_t size = 0;
+  flagosStatus_t status = cc().programGetBinary(program, nullptr, &size);
+  if (status != FLAGOS_SUCCESS || size <= 32) {
+    ADD_FAILURE() << "programGetBinary size: " << statusName(status) << ", " << size << " bytes";
+    return {};
+  }
+  std::vector<char> binary(size);
+  uint64_t short_by_one = size - 1;
+  EXPECT_TRUE(rejectedAsInvalid(cc().programGetBinary(program, binary.data(), &short_by_one)));
+  status = cc().programGetBinary(program, binary.data(), &size);
+  if (status != FLAGOS_SUCCESS || size != binary.size()) {
+    ADD_FAILURE() << "programGetBinary: " << statusName(status) << ", " << size << " bytes";
+    return {};
+  }
+  return binary;
+}
+
 const char* statusName(flagosStatus_t status) {
   return flagosStatusString(status);
 }

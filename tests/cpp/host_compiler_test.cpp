@@ -18,10 +18,6 @@
 namespace conformance {
 namespace {
 
-const flagosCompilerTable& cc() {
-  return *tables().compiler;
-}
-
 constexpr const char* kSource = R"C(
 #include <stdint.h>
 
@@ -74,18 +70,9 @@ class HostCompiler : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (tables().compiler == nullptr || !isHostPlugin() || missingCompilerEntry()) return;
-    const flagosStatus_t status = cc().programBuild(0, kSource, "", &program_);
-    if (status != FLAGOS_SUCCESS) {
-      ADD_FAILURE() << "programBuild: " << statusName(status) << ": " << lastError();
-      program_ = nullptr;
-    }
+    program_ = buildSuiteProgram(kSource, "");
   }
-  static void TearDownTestSuite() {
-    if (program_ != nullptr) {
-      FLAGOS_EXPECT_OK(cc().programDestroy(program_));
-    }
-    program_ = nullptr;
-  }
+  static void TearDownTestSuite() { destroySuiteProgram(program_); }
   void SetUp() override {
     if (!isHostPlugin()) GTEST_SKIP() << "host plugin only";
     if (missingCompilerEntry()) GTEST_SKIP() << "FLAGOS_HOST_CC=/nonexistent: no compiler";
@@ -195,13 +182,9 @@ TEST_F(HostCompiler, BrokenSourceIsACompileError) {
 TEST_F(HostCompiler, BinaryRoundTrip) {
   flagosProgram_t built = nullptr;
   FLAGOS_ASSERT_OK(cc().programBuild(0, kSource, "-O1", &built));
-  uint64_t size = 0;
-  FLAGOS_ASSERT_OK(cc().programGetBinary(built, nullptr, &size));
-  ASSERT_GT(size, 32u);
-  std::vector<char> binary(size);
-  uint64_t small = size - 1;
-  FLAGOS_EXPECT_INVALID(cc().programGetBinary(built, binary.data(), &small));
-  FLAGOS_ASSERT_OK(cc().programGetBinary(built, binary.data(), &size));
+  const std::vector<char> binary = programBinary(built);
+  ASSERT_FALSE(binary.empty());
+  const uint64_t size = binary.size();
   EXPECT_EQ(0, std::memcmp(binary.data(), "FLGOHCB1", 8));
   FLAGOS_ASSERT_OK(cc().programDestroy(built));
 

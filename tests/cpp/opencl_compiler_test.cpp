@@ -19,10 +19,6 @@
 namespace conformance {
 namespace {
 
-const flagosCompilerTable& cc() {
-  return *tables().compiler;
-}
-
 // Every DEVICE_PTR is (base, byte offset); see Note [Device pointer arguments].
 constexpr const char* kSource = R"CL(
 #define PTR(T, name) ((__global T*)((__global char*)name##_base + name##_off))
@@ -49,18 +45,9 @@ class OpenclCompiler : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (tables().compiler == nullptr) return;
-    const flagosStatus_t status = cc().programBuild(0, kSource, "-cl-std=CL1.2", &program_);
-    if (status != FLAGOS_SUCCESS) {
-      ADD_FAILURE() << "programBuild: " << statusName(status) << ": " << lastError();
-      program_ = nullptr;
-    }
+    program_ = buildSuiteProgram(kSource, "-cl-std=CL1.2");
   }
-  static void TearDownTestSuite() {
-    if (program_ != nullptr) {
-      FLAGOS_EXPECT_OK(cc().programDestroy(program_));
-    }
-    program_ = nullptr;
-  }
+  static void TearDownTestSuite() { destroySuiteProgram(program_); }
   void SetUp() override {
     if (std::strcmp(tables().name, "opencl") != 0) GTEST_SKIP() << "opencl plugin only";
     ASSERT_NE(nullptr, tables().compiler);
@@ -115,16 +102,10 @@ TEST_F(OpenclCompiler, VectorAddAtOffsetsInsideOneBuffer) {
 }
 
 TEST_F(OpenclCompiler, BinaryRoundTrip) {
-  uint64_t size = 0;
-  FLAGOS_ASSERT_OK(cc().programGetBinary(program_, nullptr, &size));
-  ASSERT_GT(size, 32u);
-  std::vector<char> binary(size);
-  uint64_t small = size - 1;
-  FLAGOS_EXPECT_INVALID(cc().programGetBinary(program_, binary.data(), &small));
-  FLAGOS_ASSERT_OK(cc().programGetBinary(program_, binary.data(), &size));
-  EXPECT_EQ(binary.size(), size);
+  const std::vector<char> binary = programBinary(program_);
+  ASSERT_FALSE(binary.empty());
   flagosProgram_t loaded = nullptr;
-  FLAGOS_ASSERT_OK(cc().programLoadBinary(0, binary.data(), size, &loaded));
+  FLAGOS_ASSERT_OK(cc().programLoadBinary(0, binary.data(), binary.size(), &loaded));
   ASSERT_NE(nullptr, loaded);
   checkVectorAdd(loaded, nullptr);
   FLAGOS_EXPECT_OK(cc().programDestroy(loaded));
