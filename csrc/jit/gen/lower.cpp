@@ -210,9 +210,7 @@ Val Lowering::call(const Expr& e) {
     need(2);
     return {"flagos_" + f + suffix() + "(" + as(a[0], Ty::F) + ", " + as(a[1], Ty::F) + ")", Ty::F};
   }
-  // hypot: no overflow at the float max; nextafter: the neighbour in the
-  // computation type, which the catalog keeps to float32 and float64.
-  if (f == "atan2" || f == "copysign" || f == "hypot" || f == "nextafter") {
+  if (f == "atan2" || f == "copysign" || f == "hypot") {  // hypot: no overflow at the float max
     need(2);
     return {f + "(" + as(a[0], Ty::F) + ", " + as(a[1], Ty::F) + ")", Ty::F};
   }
