@@ -73,6 +73,21 @@ def test_round_with_decimals_is_cpus(decimals, dtype):
     same(torch.round, x, decimals=decimals, overloads=["aten::round.decimals"])
 
 
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int64], ids=str)
+def test_floating_only_operators_of_integers_are_cpus_error(dtype):
+    x = torch.ones(3, dtype=dtype)
+    for fn in (
+        lambda t: torch.round(t, decimals=1),
+        lambda t: torch.logaddexp(t, t),
+        lambda t: torch.logaddexp2(t, t),
+    ):
+        with pytest.raises(NotImplementedError) as on_cpu:
+            fn(x)
+        with pytest.raises(NotImplementedError) as on_dev:
+            fn(x.to(DEV))
+        assert str(on_cpu.value).splitlines()[0] in str(on_dev.value)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [{}, {"dim": 1}, {"dim": (0, 2), "keepdim": True}, {"dim": -1, "correction": 0}],

@@ -186,6 +186,20 @@ void polygammaOrder(const OverloadSchema&, const c10::IValue* args) {
   TORCH_CHECK(!n.isInt() || n.toInt() >= 0, "polygamma(n, x) does not support negative n.");
 }
 
+// Operators whose CPU kernel takes floating (and complex) types only,
+// named @p kKernel in CPU's error: the generated tier would compute an
+// integer tensor (in its integer type), which CPU refuses.
+constexpr char kRoundCpu[] = "round_cpu", kLogaddexpCpu[] = "logaddexp_cpu",
+               kLogaddexp2Cpu[] = "logaddexp2_cpu";
+template <const char* kKernel>
+void floatingOnly(const OverloadSchema&, const c10::IValue* args) {
+  if (!args[0].isTensor()) return;
+  at::ScalarType dtype = args[0].toTensor().scalar_type();
+  if (args[1].isTensor()) dtype = at::promote_types(dtype, args[1].toTensor().scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(dtype) || at::isComplexType(dtype), "\"", kKernel,
+                              "\" not implemented for '", c10::toString(dtype), "'");
+}
+
 }  // namespace
 
 ArgumentCheck argumentCheckFor(const OpSpec& spec) {
@@ -201,6 +215,9 @@ ArgumentCheck argumentCheckFor(const OpSpec& spec) {
       {"var_mean", varianceWarning<kVarMean>},
       {"std_mean", varianceWarning<kStdMean>},
       {"polygamma", polygammaOrder},
+      {"round_decimals", floatingOnly<kRoundCpu>},
+      {"logaddexp", floatingOnly<kLogaddexpCpu>},
+      {"logaddexp2", floatingOnly<kLogaddexp2Cpu>},
       {"sub", subCheck},
       {"sub_scalar", subCheck},
       {"rsub", subCheck},
