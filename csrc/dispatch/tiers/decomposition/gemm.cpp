@@ -127,9 +127,8 @@ bool linalgCross(const c10::OperatorHandle&, torch::jit::Stack* stack) {
     return false;
   }
   const int64_t rank = both[0].dim();
-  int64_t dim = a[2].toInt();
-  if (rank == 0 || dim < -rank || dim >= rank) return false;
-  if (dim < 0) dim += rank;
+  const int64_t dim = wrapDim(a[2].toInt(), rank);
+  if (rank == 0 || dim < 0) return false;
   if (both[0].size(dim) != 3) return false;
   auto part = [&](int which, int64_t i) { return both[which].select(dim, i); };
   std::vector<at::Tensor> components;

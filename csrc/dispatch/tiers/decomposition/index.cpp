@@ -103,9 +103,8 @@ bool flip(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   const std::vector<int64_t> dims = a[1].toIntVector();
   std::vector<bool> seen(self.dim(), false);
   for (int64_t d : dims) {
-    if (d < -self.dim() || d >= self.dim()) return false;  // CPU raises
-    if (d < 0) d += self.dim();
-    if (seen[d]) return false;  // CPU raises
+    d = wrapDim(d, self.dim());
+    if (d < 0 || seen[d]) return false;  // CPU raises
     seen[d] = true;
   }
   at::Tensor out;

@@ -91,9 +91,8 @@ bool glu(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   if (!a || !a[0].isTensor() || !a[1].isInt()) return false;
   const at::Tensor self = a[0].toTensor();
   if (!usableFirst(self, /*allow_empty=*/true) || self.dim() == 0) return false;
-  int64_t dim = a[1].toInt();
-  if (dim < -self.dim() || dim >= self.dim()) return false;
-  if (dim < 0) dim += self.dim();
+  const int64_t dim = wrapDim(a[1].toInt(), self.dim());
+  if (dim < 0) return false;
   const int64_t half = self.size(dim) / 2;
   if (self.size(dim) % 2 != 0) return false;
   replaceArgs(stack, kArgs,

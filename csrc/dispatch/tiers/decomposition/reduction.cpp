@@ -37,9 +37,8 @@ bool varianceLike(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   std::vector<bool> seen(self.dim(), false);
   int64_t count = 1;
   for (int64_t& d : dims) {
-    if (d < -self.dim() || d >= self.dim()) return false;  // CPU raises
-    if (d < 0) d += self.dim();
-    if (seen[d]) return false;
+    d = wrapDim(d, self.dim());
+    if (d < 0 || seen[d]) return false;  // CPU raises
     seen[d] = true;
     count *= self.size(d);
   }
@@ -79,9 +78,8 @@ bool vectorNorm(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   if (!at::isFloatingType(self.scalar_type()) || !at::isFloatingType(out_type)) return false;
   std::vector<int64_t> dims = a[2].isNone() ? std::vector<int64_t>() : a[2].toIntVector();
   for (int64_t& d : dims) {
-    const int64_t rank = std::max<int64_t>(self.dim(), 1);
-    if (d < -rank || d >= rank) return false;  // CPU raises
-    if (d < 0) d += rank;
+    d = wrapDim(d, std::max<int64_t>(self.dim(), 1));
+    if (d < 0) return false;
   }
   const bool keepdim = a[3].toBool();
   const double ord = a[1].toScalar().toDouble();
@@ -154,10 +152,9 @@ bool aminmax(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   const bool keepdim = a[2].toBool();
   std::vector<int64_t> dims;
   if (a[1].isInt()) {
-    const int64_t rank = std::max<int64_t>(self.dim(), 1);
-    int64_t d = a[1].toInt();
-    if (d < -rank || d >= rank) return false;
-    dims.push_back(d < 0 ? d + rank : d);
+    const int64_t d = wrapDim(a[1].toInt(), std::max<int64_t>(self.dim(), 1));
+    if (d < 0) return false;
+    dims.push_back(d);
   }
   const at::Tensor x = self.dim() == 0 && !dims.empty() ? self.reshape({1}) : self;
   at::Tensor lo = at::amin(x, dims, keepdim), hi = at::amax(x, dims, keepdim);

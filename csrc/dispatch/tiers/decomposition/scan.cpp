@@ -38,11 +38,7 @@ at::Tensor logStepScan(at::Tensor x, int64_t dim, Combine combine) {
 
 // The normalized @p dim of @p self, or -1 (CPU raises: the host tier).
 int64_t scanDim(const at::Tensor& self, const c10::IValue& dim) {
-  if (!dim.isInt()) return -1;
-  const int64_t rank = std::max<int64_t>(self.dim(), 1);
-  int64_t d = dim.toInt();
-  if (d < -rank || d >= rank) return -1;
-  return d < 0 ? d + rank : d;
+  return dim.isInt() ? wrapDim(dim.toInt(), std::max<int64_t>(self.dim(), 1)) : -1;
 }
 
 // cumsum / cumprod(self, dim, dtype): CPU accumulates integral and bool

@@ -34,6 +34,15 @@ inline bool usableLike(const at::Tensor& t, const at::Tensor& like) {
   return t.defined() && t.device() == like.device() && t.scalar_type() == like.scalar_type();
 }
 
+// @p dim wrapped into [0, rank) as ATen wraps it, or -1 when it is out of
+// range (CPU raises: the composite declines and the host tier gives the
+// error). Callers pass max(dim(), 1) as @p rank where ATen treats a 0-d
+// tensor as having one dim.
+inline int64_t wrapDim(int64_t dim, int64_t rank) {
+  if (dim < -rank || dim >= rank) return -1;
+  return dim < 0 ? dim + rank : dim;
+}
+
 // Drops the @p n arguments and pushes the results.
 inline void replaceArgs(torch::jit::Stack* stack, size_t n,
                         std::initializer_list<at::Tensor> results) {
