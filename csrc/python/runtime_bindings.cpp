@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "python/autograd_exit.h"
 #include "python/bindings.h"
 #include "runtime/allocator.h"
 #include "runtime/backend.h"
@@ -180,12 +181,16 @@ void bindRuntime(py::module_& m) {
   m.def("_is_initialized", []() { return isInitialized(); });
   // Note [Stopping background work]: Python's atexit calls this first thing
   // at interpreter exit. Without the GIL: a build being waited for must not
-  // need it, and nothing else is blocked meanwhile.
+  // need it, and nothing else is blocked meanwhile. Autograd's device
+  // threads first (Note [Autograd threads at exit]): what they release may
+  // be tensors whose release needs the GIL and the kernel cache.
   m.def(
       "_stop_background_work",
       [](double seconds) {
         const py::gil_scoped_release no_gil;
-        return stopBackgroundWork(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3)));
+        const auto bound = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3));
+        const bool drained = drainAutogradDeviceThreads(bound);
+        return stopBackgroundWork(bound) && drained;
       },
       py::arg("seconds"));
   m.def("_discovery_report", wrap_pybind_function(discoveryReportList));
