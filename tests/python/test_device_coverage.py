@@ -2,7 +2,10 @@
 kernels (logaddexp2, xlog1py, entr, angle, round with decimals, zeta,
 polygamma) and composites of device operators (var_mean, std_mean, norm,
 nansum, aminmax, trace, vdot, linalg_cross, glu, prelu, log_sigmoid, flip
-of every dim, padding, 1-D upsampling, max unpooling). Each is compared with CPU at its edge cases (infinities, NaN, signed
+of every dim, padding, 1-D upsampling, max unpooling, equal, count_nonzero,
+isin, heaviside, median, nanmedian, kthvalue, index_fill, index_copy, take)
+and factories whose out= call names the device (eye, linspace, logspace).
+Each is compared with CPU at its edge cases (infinities, NaN, signed
 zeros, empty and 0-d tensors, integer types, out=, autograd), and
 op_stats() must show that the call did not take the host fallback."""
 
@@ -328,3 +331,110 @@ def test_polygamma_of_a_negative_order_is_cpus_error():
     with pytest.raises(RuntimeError) as on_dev:
         torch.polygamma(-1, torch.ones(2, device=DEV))
     assert str(on_cpu.value).splitlines()[0] in str(on_dev.value)
+
+
+def test_factories_of_out_calls_on_the_device():
+    import flagos_torchfl as ft
+
+    ft.reset_op_stats()
+    cases = [
+        lambda d: torch.eye(3, 5, device=d),
+        lambda d: torch.eye(4, device=d, dtype=torch.int32),
+        lambda d: torch.eye(0, 2, device=d),
+        lambda d: torch.linspace(-2.5, 7.25, 11, device=d),
+        lambda d: torch.linspace(-3.7, 9.2, 6, device=d, dtype=torch.int64),  # ends truncated
+        lambda d: torch.linspace(3, 9, 1, device=d),
+        lambda d: torch.linspace(3, 9, 0, device=d),
+        lambda d: torch.linspace(1, -1, 8, device=d, dtype=torch.float64),
+        lambda d: torch.logspace(-2, 3, 9, base=2.0, device=d),
+        lambda d: torch.logspace(-2, 3, 9, device=d, dtype=torch.float64),
+    ]
+    for case in cases:
+        got, want = case(DEV), case("cpu")
+        assert got.device.type == DEV
+        # CPU's vectorized loop adds i * step to each vector's first point:
+        # its float32 rounding differs from start + i * step in the last bits
+        # (up to an ulp of the ends where the terms cancel).
+        torch.testing.assert_close(got.cpu(), want, rtol=1.3e-6, atol=1e-6)
+    stats = ft.op_stats()
+    for name in ("aten::eye.m_out", "aten::linspace.out", "aten::logspace.out"):
+        assert stats.get(name, {}).get("fallback", 0) == 0, (name, stats.get(name))
+        assert stats.get(name, {}).get("decomposition", 0) > 0, (name, stats.get(name))
+    with pytest.raises(RuntimeError, match="number of steps must be non-negative"):
+        torch.linspace(0, 1, -1, device=DEV)
+
+
+def test_equal_count_nonzero_isin_and_heaviside():
+    x = torch.tensor([[1.0, NAN, 0.0], [-0.0, 2.0, INF]])
+    assert on_device(torch.equal, x, x.clone()) is torch.equal(x, x.clone())  # NaN: unequal
+    i = torch.tensor([[3, 0, -1], [0, 0, 7]])
+    assert on_device(torch.equal, i, i.clone()) is True
+    assert on_device(torch.equal, i, i[:1]) is False
+    assert on_device(torch.equal, i, i + 1) is False
+    same(torch.count_nonzero, x, dim=1, overloads=["aten::count_nonzero.dim_IntList"])
+    same(torch.count_nonzero, i, dim=(0, 1))
+    same(torch.isin, i, torch.tensor([0, 7, 9]), overloads=["aten::isin.Tensor_Tensor"])
+    same(torch.isin, i, torch.tensor([0, 7, 9]), invert=True)
+    same(torch.isin, i, torch.tensor([], dtype=torch.long))
+    values = torch.tensor([0.5, 0.5, 0.5, 0.5, 0.5, 0.5])
+    same(torch.heaviside, x.reshape(-1), values, overloads=["aten::heaviside"])
+    same(torch.heaviside, i.reshape(-1), torch.full((6,), 9))
+    for a, b in ((x, i.double()), (x, x.to(torch.complex64))):
+        with pytest.raises(RuntimeError) as cpu_error:
+            torch.heaviside(a, b)
+        with pytest.raises(RuntimeError, match=str(cpu_error.value).split(".")[0]):
+            on_device(torch.heaviside, a, b)
+
+
+def test_median_nanmedian_and_kthvalue_pick_cpus_element():
+    torch.manual_seed(0)
+    x = torch.randn(5, 7)
+    x[1, 2] = NAN  # median: the row's first NaN; nanmedian: the others' median
+    x[4, 0] = x[4, 6] = NAN
+    names = ["aten::median", "aten::nanmedian", "aten::median.dim", "aten::nanmedian.dim"]
+    same(torch.median, x, overloads=names[:1])
+    same(torch.median, x[0], overloads=names[:1])
+    same(torch.nanmedian, x, overloads=names[1:2])
+    same(torch.median, x, dim=1, overloads=names[2:3])
+    same(torch.median, x, dim=0, keepdim=True)
+    same(torch.nanmedian, x, dim=1, overloads=names[3:])
+    same(torch.median, torch.randint(-5, 5, (4, 6)), dim=-1)
+    same(torch.median, torch.tensor(2.5), dim=0)
+    same(torch.kthvalue, x[:, :6].nan_to_num(), 2, dim=1, overloads=["aten::kthvalue"])
+    same(torch.kthvalue, torch.tensor(-1.5), 1)
+    with pytest.raises(RuntimeError, match="selected number k out of range"):
+        on_device(torch.kthvalue, x, 8, 1)
+    with pytest.raises((RuntimeError, IndexError)):
+        on_device(torch.median, torch.empty(0, 3), 0)
+
+
+def test_index_fill_index_copy_and_take():
+    torch.manual_seed(0)
+    x = torch.randn(5, 7)
+    index = torch.tensor([0, -1, 3])
+    same(torch.index_fill, x, 1, index, 2.5, overloads=["aten::index_fill_.int_Scalar"])
+    same(torch.index_fill, x, 0, torch.tensor([2]), torch.tensor(-1.0))
+    same(torch.index_fill, torch.tensor(4.0), 0, torch.tensor([0]), 1.0)  # 0-d self
+    same(
+        torch.index_copy,
+        x,
+        1,
+        torch.tensor([4, 0]),
+        torch.ones(5, 2),
+        overloads=["aten::index_copy"],
+    )
+    same(torch.index_copy, torch.tensor(4.0), 0, torch.tensor([0]), torch.tensor(-2.0))
+    y = x.to(DEV)
+    y.index_copy_(0, torch.tensor([1], device=DEV), torch.zeros(1, 7, device=DEV))
+    assert torch.equal(y.cpu(), x.index_copy(0, torch.tensor([1]), torch.zeros(1, 7)))
+    same(torch.take, x, torch.tensor([[0, -1], [7, 34]]), overloads=["aten::take"])
+    same(torch.take, x, torch.tensor([], dtype=torch.long))
+    for bad in (
+        lambda d: torch.take(x.to(d), torch.tensor([35], device=d)),
+        lambda d: x.to(d).index_fill(1, torch.tensor([7], device=d), 0.0),
+        lambda d: x.to(d).index_copy(1, torch.tensor([-1], device=d), torch.ones(5, 1, device=d)),
+    ):
+        with pytest.raises((RuntimeError, IndexError)) as cpu_error:
+            bad("cpu")
+        with pytest.raises(type(cpu_error.value)):
+            bad(DEV)

@@ -200,6 +200,17 @@ void floatingOnly(const OverloadSchema&, const c10::IValue* args) {
                               "\" not implemented for '", c10::toString(dtype), "'");
 }
 
+// heaviside(self, values): CPU's kernel takes one real dtype for both (the
+// generated tier would promote).
+void heavisideTypes(const OverloadSchema&, const c10::IValue* args) {
+  if (!args[0].isTensor() || !args[1].isTensor()) return;
+  const at::Tensor &self = args[0].toTensor(), &values = args[1].toTensor();
+  TORCH_CHECK(!self.is_complex() && !values.is_complex(),
+              "heaviside is not yet implemented for complex tensors.");
+  TORCH_CHECK(self.scalar_type() == values.scalar_type(),
+              "heaviside is not yet implemented for tensors with different dtypes.");
+}
+
 }  // namespace
 
 ArgumentCheck argumentCheckFor(const OpSpec& spec) {
@@ -228,6 +239,7 @@ ArgumentCheck argumentCheckFor(const OpSpec& spec) {
       {"bitwise_not", sameDtypeOut},
       {"index_put", indexPutValues},
       {"uniform", uniformBounds},
+      {"heaviside", heavisideTypes},
   };
   for (const auto& c : kChecks)
     if (std::strcmp(c.id, spec.id) == 0) return c.check;

@@ -314,7 +314,8 @@ flagosKernelFn SemanticKernel::kernel() {
 bool SemanticKernel::runComposite(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const int num_args = schema_.num_args;
   const std::vector<int>& outputs = schema_.outputs;
-  if (schema_.kind == OutKind::Functional || schema_.kind == OutKind::Void)
+  if (schema_.kind == OutKind::Functional || schema_.kind == OutKind::Void ||
+      (schema_.kind == OutKind::Out && schema_.composite_sees_out))
     return schema_.composite(op, stack);  // a Void one updates its arguments itself
   // out=: the arguments before the outs; in-place: all, self included.
   const int n_out = static_cast<int>(outputs.size());

@@ -96,6 +96,7 @@ OverloadSchema analyzeSchema(const c10::OperatorHandle& op, const OpSpec& spec,
   findOutputs(schema, s);
   s.num_returns = static_cast<int>(schema.returns().size());
   s.composite = compositeFor(spec, s);
+  if (s.composite) s.composite_sees_out = composite::findComposite(spec.id)->sees_out;
   // Checked once per overload (Note [Reaching the composite kernel]).
   s.decomposable = overload.decomposable &&
                    !op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse3) &&

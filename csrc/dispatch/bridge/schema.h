@@ -29,6 +29,7 @@ struct OverloadSchema {
   OutKind kind = OutKind::Functional;
   bool decomposable = false;                   // Note [Reaching the composite kernel]
   composite::CompositeFn composite = nullptr;  // Note [Composite kernels]
+  bool composite_sees_out = false;             // an out= call passes its outs too
   std::vector<int> inputs;                     // schema indices of the catalog's inputs
   std::vector<ScalarArg> scalars;              // per catalog scalar
   std::vector<int> outputs;                    // Note [Finding the outputs]

@@ -12,8 +12,8 @@ std::unordered_map<std::string, Composite>& table() {
   return t;
 }
 
-void add(const char* id, CompositeFn fn, bool in_place) {
-  table().emplace(id, Composite{fn, in_place});
+void add(const char* id, CompositeFn fn, unsigned flags) {
+  table().emplace(id, Composite{fn, (flags & kInPlace) != 0, (flags & kSeesOut) != 0});
 }
 
 }  // namespace
@@ -34,6 +34,8 @@ const Composite* findComposite(const char* id) {
     addDataDependentComposites(add);
     addScanComposites(add);
     addResamplingComposites(add);
+    addFactoryComposites(add);
+    addSelectionComposites(add);
     return true;
   }();
   (void)filled;

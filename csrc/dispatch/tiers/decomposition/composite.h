@@ -32,10 +32,20 @@ using CompositeFn = bool (*)(const c10::OperatorHandle& op, torch::jit::Stack* s
 // into self): those never call their own operator's in-place form. An
 // operator that returns nothing (the fused optimizers) updates its
 // arguments itself and drops them from the stack.
+//
+// A factory's out= call (eye.m_out, linspace.out) names the device only
+// through its out tensor, so a `sees_out` composite gets the out= call's
+// whole stack, out tensors included, resizes and writes them itself and
+// leaves them as the returns.
 struct Composite {
   CompositeFn fn = nullptr;
   bool in_place = false;
+  bool sees_out = false;
 };
+
+// The flags of a registration (a plain bool still means kInPlace or none).
+constexpr unsigned kInPlace = 1u;
+constexpr unsigned kSeesOut = 2u;
 
 // Whether the randperm composite takes randperm(n) of @p dtype (random.cpp);
 // the rest, which CPU may refuse, take the host tier.
@@ -45,7 +55,7 @@ bool randpermComposes(at::ScalarType dtype, int64_t n);
 const Composite* findComposite(const char* id);
 
 // Each family's file registers its composites (composite.cpp calls them).
-using Register = void (*)(const char* id, CompositeFn fn, bool in_place);
+using Register = void (*)(const char* id, CompositeFn fn, unsigned flags);
 void addConvolutionComposites(Register add);
 void addNormalizationComposites(Register add);
 void addLossComposites(Register add);
@@ -60,5 +70,7 @@ void addRandomComposites(Register add);
 void addDataDependentComposites(Register add);
 void addScanComposites(Register add);
 void addResamplingComposites(Register add);
+void addFactoryComposites(Register add);
+void addSelectionComposites(Register add);
 
 }  // namespace flagos::composite

@@ -5,6 +5,8 @@
 // cat of two slices per rolled dim. flip of no dim is a copy, and of
 // every dim the reversal of the flattened tensor (the generated flip takes
 // the other sets: the catalog's dims encoding cannot tell these two apart).
+// index_fill, index_copy and take are index_put_ / index_select with the
+// index in the indexed dim's place, after one range check on the host.
 #include <ATen/ATen.h>
 
 #include <vector>
@@ -91,6 +93,91 @@ bool roll(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// Whether every element of @p index lies in [lo, hi) (one aminmax, read
+// back): outside, CPU raises, so the composite declines.
+bool indexInRange(const at::Tensor& index, int64_t lo, int64_t hi) {
+  if (index.numel() == 0) return true;
+  const auto [least, most] = at::aminmax(index);
+  return least.item<int64_t>() >= lo && most.item<int64_t>() < hi;
+}
+
+// The indices of x[:, ..., index] with @p index at @p dim.
+c10::List<std::optional<at::Tensor>> indexAt(int64_t dim, const at::Tensor& index) {
+  c10::List<std::optional<at::Tensor>> indices;
+  for (int64_t d = 0; d < dim; ++d) indices.push_back(std::nullopt);
+  indices.push_back(index);
+  return indices;
+}
+
+// index_fill_.int_Scalar(self, dim, index, value) and .int_Tensor (a 0-d
+// value): negative indices count from the end, as on CPU.
+template <bool kTensorValue>
+bool indexFill(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isInt() || !a[2].isTensor()) return false;
+  const at::Tensor given = a[0].toTensor(), index = a[2].toTensor();
+  if (!onDevice(given) || !indexLike(index, given, false) || index.dim() > 1) return false;
+  const at::Tensor self = given.dim() == 0 ? given.reshape({1}) : given;  // a 0-d self has one dim
+  const int64_t dim = wrapDim(a[1].toInt(), self.dim());
+  if (dim < 0) return false;
+  at::Tensor value;
+  if (kTensorValue) {
+    if (!a[3].isTensor() || a[3].toTensor().dim() != 0) return false;
+    value = a[3].toTensor().to(self.device(), self.scalar_type());
+  } else {
+    if (!a[3].isScalar()) return false;
+    value = at::scalar_tensor(a[3].toScalar(), self.options());
+  }
+  const int64_t n = self.size(dim);
+  if (!indexInRange(index, -n, n)) return false;
+  const at::Tensor wrapped = at::where(index < 0, index + n, index).reshape({-1});
+  at::Tensor out = self.clone();
+  out.index_put_(indexAt(dim, wrapped), value);
+  replaceArgs(stack, kArgs, {out.view(given.sizes())});
+  return true;
+}
+
+// index_copy(self, dim, index, source): source's slices into self's at the
+// (non-negative) indices along dim.
+bool indexCopy(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isInt() || !a[2].isTensor() || !a[3].isTensor()) return false;
+  const at::Tensor given = a[0].toTensor(), index = a[2].toTensor();
+  if (!onDevice(given) || !indexLike(index, given, false) || index.dim() != 1 ||
+      !usableLike(a[3].toTensor(), given) || a[3].toTensor().dim() != given.dim())
+    return false;
+  // A 0-d self (and source) has one dim.
+  const at::Tensor self = given.dim() == 0 ? given.reshape({1}) : given;
+  const at::Tensor source = given.dim() == 0 ? a[3].toTensor().reshape({1}) : a[3].toTensor();
+  const int64_t dim = wrapDim(a[1].toInt(), self.dim());
+  if (dim < 0 || source.size(dim) != index.numel()) return false;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (d != dim && source.size(d) != self.size(d)) return false;  // CPU's error
+  if (!indexInRange(index, 0, self.size(dim))) return false;
+  at::Tensor out = self.clone();
+  out.index_put_(indexAt(dim, index), source);
+  replaceArgs(stack, kArgs, {out.view(given.sizes())});
+  return true;
+}
+
+// take(self, index): the flattened self at each index (negative ones count
+// from the end), shaped as index.
+bool take(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 2;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor()) return false;
+  const at::Tensor self = a[0].toTensor(), index = a[1].toTensor();
+  if (!onDevice(self) || !indexLike(index, self, false)) return false;
+  const int64_t n = self.numel();
+  if (!indexInRange(index, -n, n)) return false;
+  const at::Tensor flat = index.reshape({-1});
+  const at::Tensor picked = self.reshape({-1}).index_select(0, at::where(flat < 0, flat + n, flat));
+  replaceArgs(stack, kArgs, {picked.reshape(index.sizes())});
+  return true;
+}
+
 }  // namespace
 
 // flip(self, dims) with dims empty or every dim.
@@ -128,6 +215,10 @@ void addIndexComposites(Register add) {
   add("scatter_add", scatterCopy<Scatter::Add>, false);
   add("index_add", scatterCopy<Scatter::IndexAdd>, false);
   add("roll", roll, false);
+  add("index_fill_scalar", indexFill<false>, /*in_place=*/true);
+  add("index_fill_tensor", indexFill<true>, /*in_place=*/true);
+  add("index_copy", indexCopy, /*in_place=*/true);
+  add("take", take, false);
 }
 
 }  // namespace flagos::composite

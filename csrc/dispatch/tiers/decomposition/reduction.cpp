@@ -4,7 +4,8 @@
 // linalg_vector_norm from abs, pow, sum, amax/amin: gradient clipping's
 // norm (clip_grad_norm_, 1 call per parameter and step); norm through it.
 // var_mean/std_mean as var/std with their mean; nansum, aminmax and trace
-// from where, sum, amin/amax and diagonal.
+// from where, sum, amin/amax and diagonal; equal, count_nonzero and isin
+// from comparisons and all/sum/any.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -134,9 +135,9 @@ bool nansum(const c10::OperatorHandle&, torch::jit::Stack* stack) {
       a[1].isNone() ? std::nullopt : std::optional<std::vector<int64_t>>(a[1].toIntVector());
   const std::optional<at::ScalarType> dtype =
       a[3].isNone() ? std::nullopt : std::optional<at::ScalarType>(a[3].toScalarType());
-  replaceArgs(
-      stack, kArgs,
-      {dims ? at::sum(x, *dims, a[2].toBool(), dtype) : at::sum(x, {}, a[2].toBool(), dtype)});
+  replaceArgs(stack, kArgs,
+              {dims ? at::sum(x, *dims, a[2].toBool(), dtype)
+                    : at::sum(x, at::OptionalIntArrayRef(), a[2].toBool(), dtype)});
   return true;
 }
 
@@ -175,6 +176,67 @@ bool trace(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// equal(self, other) -> bool: same sizes and every element equal (NaN is
+// unequal). Two views of one memory, where CPU answers without looking,
+// and different dtypes (CPU's error) take the host tier.
+bool equal(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 2;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor()) return false;
+  const at::Tensor self = a[0].toTensor(), other = a[1].toTensor();
+  if (!self.defined() || !other.defined() || !self.device().is_privateuseone() ||
+      other.device() != self.device() || other.scalar_type() != self.scalar_type() ||
+      self.is_alias_of(other) || self.is_complex())
+    return false;
+  const bool same = self.sizes() == other.sizes() && at::eq(self, other).all().item<bool>();
+  torch::jit::drop(*stack, kArgs);
+  torch::jit::push(*stack, same);
+  return true;
+}
+
+// count_nonzero.dim_IntList(self, dim) -> int64 counts.
+bool countNonzero(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 2;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isIntList()) return false;
+  const at::Tensor self = a[0].toTensor();
+  if (!self.defined() || !self.device().is_privateuseone() || self.is_complex()) return false;
+  std::vector<int64_t> dims = a[1].toIntVector();
+  std::vector<bool> seen(std::max<int64_t>(self.dim(), 1), false);
+  for (int64_t& d : dims) {
+    d = wrapDim(d, std::max<int64_t>(self.dim(), 1));
+    if (d < 0 || seen[d]) return false;  // CPU raises
+    seen[d] = true;
+  }
+  const at::Tensor nonzero = self.ne(0);
+  replaceArgs(stack, kArgs,
+              {dims.empty() ? nonzero.sum() : nonzero.sum(dims, /*keepdim=*/false, at::kLong)});
+  return true;
+}
+
+// isin.Tensor_Tensor(elements, test_elements, assume_unique, invert): each
+// element against every test element (one comparison each, as CPU's
+// small-input path); a comparison table past 2^24 entries takes the host
+// tier, whose sort-based path needs less memory.
+bool isin(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isBool() || !a[3].isBool()) return false;
+  const at::Tensor elements = a[0].toTensor(), test = a[1].toTensor();
+  if (!elements.defined() || !test.defined() || !elements.device().is_privateuseone() ||
+      test.device() != elements.device() || elements.is_complex() || test.is_complex() ||
+      elements.numel() * test.numel() > (int64_t{1} << 24))
+    return false;
+  at::Tensor found;
+  if (test.numel() == 0) {
+    found = at::zeros(elements.sizes(), elements.options().dtype(at::kBool));
+  } else {
+    found = at::eq(elements.unsqueeze(-1), test.reshape({-1})).any(-1);
+  }
+  replaceArgs(stack, kArgs, {a[3].toBool() ? found.logical_not() : found});
+  return true;
+}
+
 }  // namespace
 
 void addReductionComposites(Register add) {
@@ -187,6 +249,9 @@ void addReductionComposites(Register add) {
   add("nansum", nansum, false);
   add("aminmax", aminmax, false);
   add("trace", trace, false);
+  add("equal", equal, false);
+  add("count_nonzero", countNonzero, false);
+  add("isin", isin, false);
 }
 
 }  // namespace flagos::composite

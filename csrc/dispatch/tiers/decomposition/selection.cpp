@@ -1,0 +1,118 @@
+// Order statistics from a stable sort: median, nanmedian and kthvalue,
+// values and indices as CPU picks them.
+//
+// Note [Medians from a stable sort]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// CPU's median partitions each row around element k with the order
+// (value, then index), NaN above every number: the k-th element of a
+// stable ascending sort (which puts NaNs last, in their order). So each
+// row's answer is a gather of the sorted values and indices at one k:
+//   median     k = (n - 1) / 2, or the first NaN (n - nans) when the row has one;
+//   nanmedian  k = max(n - nans - 1, 0) / 2 (a row of NaNs gives its first);
+//   kthvalue   k - 1.
+// Where CPU's order leaves ties to its quickselect (kthvalue's equal values,
+// a nanmedian row of NaNs), the index may differ; the value never does.
+// Empty inputs and out-of-range arguments take the host tier and its error.
+#include <ATen/ATen.h>
+
+#include "dispatch/tiers/decomposition/composite.h"
+#include "dispatch/tiers/decomposition/stack_args.h"
+
+namespace flagos::composite {
+namespace {
+
+enum class Pick { kMedian, kNanMedian };
+
+// The values and indices at per-row position @p k (a long tensor with the
+// size-1 dim @p dim) of @p self sorted along @p dim.
+std::pair<at::Tensor, at::Tensor> pickSorted(const at::Tensor& self, int64_t dim,
+                                             const at::Tensor& k, bool keepdim) {
+  const auto [values, indices] = self.sort(/*stable=*/true, dim, /*descending=*/false);
+  at::Tensor v = values.gather(dim, k), i = indices.gather(dim, k);
+  if (!keepdim) {
+    v = v.squeeze(dim);
+    i = i.squeeze(dim);
+  }
+  return {v, i};
+}
+
+// k of Note [Medians from a stable sort] for each row along @p dim.
+at::Tensor medianPosition(const at::Tensor& self, int64_t dim, Pick pick) {
+  const int64_t n = self.size(dim);
+  const at::Tensor nans = at::isnan(self).sum(dim, /*keepdim=*/true);
+  if (pick == Pick::kNanMedian) return (nans.neg() + (n - 1)).clamp_min(0).div(2, "floor");
+  return at::where(nans > 0, nans.neg() + n, at::full_like(nans, (n - 1) / 2));
+}
+
+bool usableOrdered(const at::Tensor& t) {
+  return t.defined() && t.device().is_privateuseone() && t.numel() > 0 &&
+         (at::isFloatingType(t.scalar_type()) || at::isIntegralType(t.scalar_type(), false));
+}
+
+// median(self) / nanmedian(self): the value over every element.
+template <Pick kPick>
+bool medianAll(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 1;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor()) return false;
+  const at::Tensor self = a[0].toTensor();
+  if (!usableOrdered(self)) return false;
+  const at::Tensor flat = self.reshape({-1});
+  const at::Tensor value = pickSorted(flat, 0, medianPosition(flat, 0, kPick), false).first;
+  replaceArgs(stack, kArgs, {value});
+  return true;
+}
+
+// median.dim / nanmedian.dim(self, dim, keepdim) -> (values, indices).
+template <Pick kPick>
+bool medianDim(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 3;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isInt() || !a[2].isBool()) return false;
+  const at::Tensor self = a[0].toTensor();
+  const int64_t dim = wrapDim(a[1].toInt(), std::max<int64_t>(self.dim(), 1));
+  if (!usableOrdered(self) || dim < 0) return false;
+  const at::Tensor x = self.dim() == 0 ? self.reshape({1}) : self;
+  auto [v, i] = pickSorted(x, dim, medianPosition(x, dim, kPick), a[2].toBool());
+  if (self.dim() == 0) {
+    v = v.reshape({});
+    i = i.reshape({});
+  }
+  replaceArgs(stack, kArgs, {v, i});
+  return true;
+}
+
+// kthvalue(self, k, dim, keepdim) -> (values, indices).
+bool kthvalue(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isInt() || !a[2].isInt() || !a[3].isBool()) return false;
+  const at::Tensor self = a[0].toTensor();
+  const int64_t dim = wrapDim(a[2].toInt(), std::max<int64_t>(self.dim(), 1));
+  if (!usableOrdered(self) || dim < 0) return false;
+  const at::Tensor x = self.dim() == 0 ? self.reshape({1}) : self;
+  const int64_t k = a[1].toInt();
+  if (k < 1 || k > x.size(dim)) return false;  // CPU's error
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[dim] = 1;
+  auto [v, i] =
+      pickSorted(x, dim, at::full(shape, k - 1, x.options().dtype(at::kLong)), a[3].toBool());
+  if (self.dim() == 0) {
+    v = v.reshape({});
+    i = i.reshape({});
+  }
+  replaceArgs(stack, kArgs, {v, i});
+  return true;
+}
+
+}  // namespace
+
+void addSelectionComposites(Register add) {
+  add("median", medianAll<Pick::kMedian>, false);
+  add("nanmedian", medianAll<Pick::kNanMedian>, false);
+  add("median_dim", medianDim<Pick::kMedian>, false);
+  add("nanmedian_dim", medianDim<Pick::kNanMedian>, false);
+  add("kthvalue", kthvalue, false);
+}
+
+}  // namespace flagos::composite
