@@ -172,17 +172,17 @@ def test_a_cpu_scalar_first_keeps_the_result_on_the_device():
             torch.tensor([17, 3], dtype=torch.uint8, device=d),
             out=torch.empty(2, dtype=torch.int64, device=d),
         ),
-        # float32 arithmetic, then widened: the low bits as CPU's
+        # float32 arithmetic, then widened: the low bits as CPU's (inputs made
+        # on CPU: a device's linspace may round its last bits otherwise, as
+        # CUDA's does, and this case is about the mul)
         lambda d: torch.mul(
-            torch.linspace(0.1, 7.3, 50, device=d),
-            torch.linspace(3.3, -1.7, 50, device=d),
+            torch.linspace(0.1, 7.3, 50).to(d),
+            torch.linspace(3.3, -1.7, 50).to(d),
             out=torch.empty(50, dtype=torch.float64, device=d),
         ),
         # in place into a narrower type: computed in float32, rounded once
         lambda d: (
-            torch.linspace(0.1, 7.3, 50, device=d)
-            .half()
-            .add_(torch.linspace(1e-3, 1.0, 50, device=d))
+            torch.linspace(0.1, 7.3, 50).to(d).half().add_(torch.linspace(1e-3, 1.0, 50).to(d))
         ),
     ],
     ids=["half_overflow_into_float", "uint8_pow_into_int64", "float_into_double", "in_place_half"],
