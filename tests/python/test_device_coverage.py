@@ -438,3 +438,58 @@ def test_index_fill_index_copy_and_take():
             bad("cpu")
         with pytest.raises(type(cpu_error.value)):
             bad(DEV)
+
+
+POLYNOMIALS = [
+    f"{kind}_polynomial_{letter}"
+    for kind, letters in (("chebyshev", "tuvw"), ("shifted_chebyshev", "tuvw"))
+    for letter in letters
+] + [
+    "hermite_polynomial_h",
+    "hermite_polynomial_he",
+    "laguerre_polynomial_l",
+    "legendre_polynomial_p",
+]
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_orthogonal_polynomials_over_x_and_degree(name, dtype):
+    """x across [-1.5, 1.5] with the closed points (+-1, 0, 1/2) and NaN/inf;
+    degrees negative, fractional, small, past the trigonometric thresholds,
+    past Hermite's limit, NaN and inf. Above its threshold a Chebyshev value
+    is cos(n acos(y)): one ulp of acos moves it by about n ulps of the angle,
+    so float32 at n >= 150 is held to a bound that grows with n (a device's
+    acos may round otherwise than CPU's); every other point to 1e-5."""
+    import flagos_torchfl as ft
+
+    fn = getattr(torch.special, name)
+    x = torch.cat([torch.linspace(-1.5, 1.5, 61), torch.tensor([1.0, -1.0, 0.0, 0.5, NAN, INF])])
+    n = torch.tensor([-2.0, -0.5, 0, 1, 2, 3, 5, 7, 9, 12, 20, 150, 600, NAN, INF])
+    xs, ns = (t.to(dtype) for t in torch.meshgrid(x, n, indexing="ij"))
+    ft.reset_op_stats()
+    got = on_device(fn, xs, ns).cpu()
+    assert ft.op_stats().get(f"aten::special_{name}", {}).get("fallback", 0) == 0
+    want = fn(xs, ns)
+    far = (
+        (ns >= 150) & (xs.abs() < 1.5)
+        if dtype == torch.float32
+        else torch.zeros_like(xs, dtype=torch.bool)
+    )
+    torch.testing.assert_close(got[~far], want[~far], equal_nan=True, rtol=1e-4, atol=1e-5)
+    # n ulps of an angle near pi (2.4e-7 each), with a factor 4 of margin
+    # and the value's own size for the kinds that grow like n.
+    bound = 1e-6 * ns[far] * (1 + want[far].abs())
+    error = (got[far] - want[far]).abs()
+    assert bool(((error <= bound) | (got[far].isnan() & want[far].isnan())).all()), error.max()
+    # An integer degree tensor promotes as on CPU.
+    same(fn, x[:8], torch.arange(8), exact=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_orthogonal_polynomials_of_16_bit_floats_are_cpus_error(dtype):
+    x, n = torch.tensor([0.5, 0.25], dtype=dtype), torch.tensor([3.0, 2.0], dtype=dtype)
+    with pytest.raises(NotImplementedError, match="chebyshev_polynomial_t_cpu"):
+        torch.special.chebyshev_polynomial_t(x, n)
+    with pytest.raises(NotImplementedError, match="chebyshev_polynomial_t_cpu"):
+        on_device(torch.special.chebyshev_polynomial_t, x, n)

@@ -211,6 +211,30 @@ void heavisideTypes(const OverloadSchema&, const c10::IValue* args) {
               "heaviside is not yet implemented for tensors with different dtypes.");
 }
 
+// torch.special's orthogonal polynomials: CPU's kernels take float and
+// double (integers are promoted to the default float type first); the
+// generated tier would compute 16-bit floats too.
+constexpr char kChebyshevPolynomialTCpu[] = "chebyshev_polynomial_t_cpu",
+               kChebyshevPolynomialUCpu[] = "chebyshev_polynomial_u_cpu",
+               kChebyshevPolynomialVCpu[] = "chebyshev_polynomial_v_cpu",
+               kChebyshevPolynomialWCpu[] = "chebyshev_polynomial_w_cpu",
+               kShiftedChebyshevPolynomialTCpu[] = "shifted_chebyshev_polynomial_t_cpu",
+               kShiftedChebyshevPolynomialUCpu[] = "shifted_chebyshev_polynomial_u_cpu",
+               kShiftedChebyshevPolynomialVCpu[] = "shifted_chebyshev_polynomial_v_cpu",
+               kShiftedChebyshevPolynomialWCpu[] = "shifted_chebyshev_polynomial_w_cpu",
+               kHermitePolynomialHCpu[] = "hermite_polynomial_h_cpu",
+               kHermitePolynomialHeCpu[] = "hermite_polynomial_he_cpu",
+               kLaguerrePolynomialLCpu[] = "laguerre_polynomial_l_cpu",
+               kLegendrePolynomialPCpu[] = "legendre_polynomial_p_cpu";
+template <const char* kKernel>
+void floatOrDoubleOnly(const OverloadSchema&, const c10::IValue* args) {
+  if (!args[0].isTensor() || !args[1].isTensor()) return;
+  const at::ScalarType dtype = at::result_type(args[0].toTensor(), args[1].toTensor());
+  if (at::isIntegralType(dtype, /*includeBool=*/true)) return;
+  TORCH_CHECK_NOT_IMPLEMENTED(dtype == at::kFloat || dtype == at::kDouble, "\"", kKernel,
+                              "\" not implemented for '", c10::toString(dtype), "'");
+}
+
 }  // namespace
 
 ArgumentCheck argumentCheckFor(const OpSpec& spec) {
@@ -240,6 +264,18 @@ ArgumentCheck argumentCheckFor(const OpSpec& spec) {
       {"index_put", indexPutValues},
       {"uniform", uniformBounds},
       {"heaviside", heavisideTypes},
+      {"chebyshev_polynomial_t", floatOrDoubleOnly<kChebyshevPolynomialTCpu>},
+      {"chebyshev_polynomial_u", floatOrDoubleOnly<kChebyshevPolynomialUCpu>},
+      {"chebyshev_polynomial_v", floatOrDoubleOnly<kChebyshevPolynomialVCpu>},
+      {"chebyshev_polynomial_w", floatOrDoubleOnly<kChebyshevPolynomialWCpu>},
+      {"shifted_chebyshev_polynomial_t", floatOrDoubleOnly<kShiftedChebyshevPolynomialTCpu>},
+      {"shifted_chebyshev_polynomial_u", floatOrDoubleOnly<kShiftedChebyshevPolynomialUCpu>},
+      {"shifted_chebyshev_polynomial_v", floatOrDoubleOnly<kShiftedChebyshevPolynomialVCpu>},
+      {"shifted_chebyshev_polynomial_w", floatOrDoubleOnly<kShiftedChebyshevPolynomialWCpu>},
+      {"hermite_polynomial_h", floatOrDoubleOnly<kHermitePolynomialHCpu>},
+      {"hermite_polynomial_he", floatOrDoubleOnly<kHermitePolynomialHeCpu>},
+      {"laguerre_polynomial_l", floatOrDoubleOnly<kLaguerrePolynomialLCpu>},
+      {"legendre_polynomial_p", floatOrDoubleOnly<kLegendrePolynomialPCpu>},
   };
   for (const auto& c : kChecks)
     if (std::strcmp(c.id, spec.id) == 0) return c.check;

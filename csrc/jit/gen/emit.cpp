@@ -199,6 +199,7 @@ Source emit(const Recipe& recipe, const Signature& sig, Variant variant, const T
     << (baked ? "specialized" : "generic") << ") */\n"
     << (recipe.kind == RecipeKind::Index ? indexPrelude(recipe, sig, *dl) : "")
     << (random ? dl->strictFloatPrelude() : "") << dl->prelude(fp64)
+    << (body.find("flagos_sf_") != std::string::npos ? specialFunctionHelpers(fp64) : "")
     << (items == Items::Group ? dl->groupPrelude(fp64) : "") << (random ? randomHelpers(fp64) : "")
     << metaStruct(recipe, nops, dl->int64Type()) << "\n"
     << dl->open(src.kernel_name, params, items, groupSize(target)) << body

@@ -218,6 +218,9 @@ std::string fusedGroupOpen(const GroupSpelling& g);
 // Helpers shared by the dialects' preludes: integer and NaN-propagating
 // float helpers, written once over the macros FLAGOS_I64/FLAGOS_U64/FLAGOS_FN.
 std::string commonHelpers(bool fp64);
+// The orthogonal polynomials (special.cpp), prepended to a program whose
+// body calls one (their names start with flagos_sf_).
+std::string specialFunctionHelpers(bool fp64);
 // The fused kernels' helpers every dialect shares (fused.cpp): the welford
 // and argmax/argmin steps, written once over FLAGOS_FN / FLAGOS_I64.
 std::string fusedHelpers(bool fp64);

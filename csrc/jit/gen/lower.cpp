@@ -204,6 +204,26 @@ Val Lowering::call(const Expr& e) {
     }
     return {f + "(" + as(a[0], t) + ", " + as(a[1], t) + ")", Ty::F};
   }
+  // Note [Orthogonal polynomials] (special.cpp): P(x, n).
+  static const std::map<std::string, std::string> kPolynomials = {
+      {"chebyshev_t", "flagos_sf_chebyshev_t"},
+      {"chebyshev_u", "flagos_sf_chebyshev_u"},
+      {"chebyshev_v", "flagos_sf_chebyshev_v"},
+      {"chebyshev_w", "flagos_sf_chebyshev_w"},
+      {"shifted_chebyshev_t", "flagos_sf_shifted_t"},
+      {"shifted_chebyshev_u", "flagos_sf_shifted_u"},
+      {"shifted_chebyshev_v", "flagos_sf_shifted_v"},
+      {"shifted_chebyshev_w", "flagos_sf_shifted_w"},
+      {"hermite_h", "flagos_sf_hermite_h"},
+      {"hermite_he", "flagos_sf_hermite_he"},
+      {"laguerre_l", "flagos_sf_laguerre_l"},
+      {"legendre_p", "flagos_sf_legendre_p"}};
+  auto polynomial = kPolynomials.find(f);
+  if (polynomial != kPolynomials.end()) {
+    need(2);
+    return {polynomial->second + suffix() + "(" + as(a[0], Ty::F) + ", " + as(a[1], Ty::F) + ")",
+            Ty::F};
+  }
   // Note [Zeta by Euler-Maclaurin] (helpers.cpp): zeta(s, q) and
   // polygamma(n, x), n a whole number.
   if (f == "zeta" || f == "polygamma") {
