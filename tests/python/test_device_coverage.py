@@ -493,3 +493,49 @@ def test_orthogonal_polynomials_of_16_bit_floats_are_cpus_error(dtype):
         torch.special.chebyshev_polynomial_t(x, n)
     with pytest.raises(NotImplementedError, match="chebyshev_polynomial_t_cpu"):
         on_device(torch.special.chebyshev_polynomial_t, x, n)
+
+
+BESSEL = [
+    "special.i0e",
+    "special.i1",
+    "special.i1e",
+    "special.modified_bessel_i0",
+    "special.modified_bessel_i1",
+    "special.spherical_bessel_j0",
+]
+
+
+@pytest.mark.parametrize("name", BESSEL)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_bessel_functions_across_their_range(name, dtype):
+    """x from -100 to 100 with the series/asymptotic switch at 20, signed
+    zeros, tiny x, the float and double overflow points (88.7, 710: CPU's
+    exp(x) * series overflows there, and so must the device's) and +-inf/NaN.
+    16-bit floats are computed in float and rounded once, as on CPU; a
+    subnormal half exactly between two neighbours may round to either (CPU's
+    float result lies an ulp above the tie), hence one subnormal ulp."""
+    import flagos_torchfl as ft
+
+    fn = getattr(torch.special, name.split(".")[1])
+    x = torch.cat(
+        [
+            torch.linspace(-100, 100, 2001),
+            torch.tensor([0.0, -0.0, INF, -INF, NAN, 19.999, 20.0, 20.001, 1e-6]),
+            torch.tensor([88.7, 89.5, 700.0, 710.0, -710.0, 0.3, -0.49, 0.5]),
+        ]
+    ).to(dtype)
+    try:
+        want = fn(x)
+    except NotImplementedError as cpu_error:  # modified_bessel_*, spherical_bessel_j0 of half
+        with pytest.raises(NotImplementedError, match=str(cpu_error).split(" ")[0]):
+            on_device(fn, x)
+        return
+    ft.reset_op_stats()
+    got = on_device(fn, x).cpu()
+    aten = "aten::special_" + name.split(".")[1]
+    assert ft.op_stats().get(aten, {}).get("fallback", 0) == 0, ft.op_stats().get(aten)
+    tol = {torch.float32: (1e-5, 0), torch.float64: (1e-12, 0), torch.float16: (1e-3, 6e-8)}
+    rtol, atol = tol[dtype]
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=rtol, atol=atol)
+    numbers = ~want.isnan()
+    assert torch.equal(torch.signbit(got)[numbers], torch.signbit(want)[numbers])

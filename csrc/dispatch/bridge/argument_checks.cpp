@@ -211,7 +211,8 @@ void heavisideTypes(const OverloadSchema&, const c10::IValue* args) {
               "heaviside is not yet implemented for tensors with different dtypes.");
 }
 
-// torch.special's orthogonal polynomials: CPU's kernels take float and
+// torch.special's orthogonal polynomials and Bessel functions of the
+// modified_bessel family: CPU's kernels take float and
 // double (integers are promoted to the default float type first); the
 // generated tier would compute 16-bit floats too.
 constexpr char kChebyshevPolynomialTCpu[] = "chebyshev_polynomial_t_cpu",
@@ -226,10 +227,16 @@ constexpr char kChebyshevPolynomialTCpu[] = "chebyshev_polynomial_t_cpu",
                kHermitePolynomialHeCpu[] = "hermite_polynomial_he_cpu",
                kLaguerrePolynomialLCpu[] = "laguerre_polynomial_l_cpu",
                kLegendrePolynomialPCpu[] = "legendre_polynomial_p_cpu";
-template <const char* kKernel>
+constexpr char kModifiedBesselI0Cpu[] = "modified_bessel_i0_cpu",
+               kModifiedBesselI1Cpu[] = "modified_bessel_i1_cpu",
+               kSphericalBesselJ0Cpu[] = "spherical_bessel_j0_cpu";
+template <const char* kKernel, int kInputs = 2>
 void floatOrDoubleOnly(const OverloadSchema&, const c10::IValue* args) {
-  if (!args[0].isTensor() || !args[1].isTensor()) return;
-  const at::ScalarType dtype = at::result_type(args[0].toTensor(), args[1].toTensor());
+  for (int i = 0; i < kInputs; ++i)
+    if (!args[i].isTensor()) return;
+  const at::ScalarType dtype = kInputs == 1
+                                   ? args[0].toTensor().scalar_type()
+                                   : at::result_type(args[0].toTensor(), args[1].toTensor());
   if (at::isIntegralType(dtype, /*includeBool=*/true)) return;
   TORCH_CHECK_NOT_IMPLEMENTED(dtype == at::kFloat || dtype == at::kDouble, "\"", kKernel,
                               "\" not implemented for '", c10::toString(dtype), "'");
@@ -264,6 +271,9 @@ ArgumentCheck argumentCheckFor(const OpSpec& spec) {
       {"index_put", indexPutValues},
       {"uniform", uniformBounds},
       {"heaviside", heavisideTypes},
+      {"modified_bessel_i0", floatOrDoubleOnly<kModifiedBesselI0Cpu, 1>},
+      {"modified_bessel_i1", floatOrDoubleOnly<kModifiedBesselI1Cpu, 1>},
+      {"spherical_bessel_j0", floatOrDoubleOnly<kSphericalBesselJ0Cpu, 1>},
       {"chebyshev_polynomial_t", floatOrDoubleOnly<kChebyshevPolynomialTCpu>},
       {"chebyshev_polynomial_u", floatOrDoubleOnly<kChebyshevPolynomialUCpu>},
       {"chebyshev_polynomial_v", floatOrDoubleOnly<kChebyshevPolynomialVCpu>},

@@ -204,6 +204,18 @@ Val Lowering::call(const Expr& e) {
     }
     return {f + "(" + as(a[0], t) + ", " + as(a[1], t) + ")", Ty::F};
   }
+  // Note [Modified Bessel functions of order one] (special.cpp).
+  static const std::map<std::string, std::string> kBessel = {
+      {"i1", "flagos_sf_i1"},
+      {"bessel_i0", "flagos_sf_i0"},
+      {"i0e", "flagos_sf_i0e"},
+      {"i1e", "flagos_sf_i1e"},
+      {"spherical_j0", "flagos_sf_spherical_j0"}};
+  auto bessel = kBessel.find(f);
+  if (bessel != kBessel.end()) {
+    need(1);
+    return {bessel->second + suffix() + "(" + as(a[0], Ty::F) + ")", Ty::F};
+  }
   // Note [Orthogonal polynomials] (special.cpp): P(x, n).
   static const std::map<std::string, std::string> kPolynomials = {
       {"chebyshev_t", "flagos_sf_chebyshev_t"},

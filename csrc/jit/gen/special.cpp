@@ -1,5 +1,6 @@
-// Orthogonal polynomials for the generated tier, emitted only into programs
-// that call them (emit.cpp): Note [Orthogonal polynomials].
+// torch.special's functions for the generated tier, emitted only into
+// programs that call them (emit.cpp): Note [Orthogonal polynomials] and
+// Note [Modified Bessel functions of order one].
 //
 // Note [Orthogonal polynomials]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -20,6 +21,18 @@
 //  - Hermite of degree above 128 (float) or 512 (double) is NaN;
 //  - Laguerre at x = 0 is 1, Legendre at x = +-1 is (+-1)^n;
 //  - a recurrence stops once its value is NaN.
+//
+// Note [Modified Bessel functions of order one]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// I1(x) and the scaled exp(-|x|) I0(x), exp(-|x|) I1(x) as helpers.cpp's
+// I0: the power series (DLMF 10.25.2) below 20, whose terms are all
+// positive, and Hankel's asymptotic series (DLMF 10.40.1, terms
+// (mu - (2k-1)^2) / (8kx) with mu = 4 nu^2) above, times exp(|x|), which
+// overflows where CPU's exp(x) * chbevl(...) does (|x| near 88.7 in float,
+// before the value itself would). I1 is odd (I1(-0) is +0 as on CPU) and
+// NaN at +-inf (inf * 0 here, inf/inf in CPU's form); the scaled ones are 0
+// at +-inf. spherical_bessel_j0 is
+// sin(x)/x, its Taylor series below 1/2 and 0 at +-inf.
 #include <string>
 
 #include "jit/gen/emit.h"
@@ -107,8 +120,46 @@ std::string specialFunctionHelpers(bool fp64) {
       "  for (FLAGOS_I64 k = 1; k < n && q == q; ++k) {\n"
       "    const T r = ((T)(k + k + 1) * x * q - (T)k * p) / (T)(k + 1); p = q; q = r; }\n"
       "  return q; }\n";
-  std::string out = instantiate(text, "float", "f");
-  if (fp64) out += instantiate(text, "double", "d");
+  const std::string bessel =
+      "/* Note [Modified Bessel functions of order one]: the sum of Hankel's\n"
+      "   series for I_nu (mu = 4 nu^2) at |x| >= 20. */\n"
+      "FLAGOS_FN T flagos_sf_hankelS(T ax, T mu) {\n"
+      "  T inv = (T)1 / ((T)8 * ax), term = (T)1, sum = (T)1;\n"
+      "  for (int k = 1; k < 30; ++k) {\n"
+      "    term *= -(mu - (T)(2 * k - 1) * (T)(2 * k - 1)) * inv / (T)k; sum += term;\n"
+      "    if (fabs(term) < (T)1e-17 * fabs(sum)) break; }\n"
+      "  return sum / ((T)2.5066282746310002 * sqrt(ax)); }\n"
+      "/* I_nu(|x|) for nu = 0, 1, times exp(-|x|) when scaled. */\n"
+      "FLAGOS_FN T flagos_sf_besseliS(T x, int nu, int scaled) {\n"
+      "  const T ax = fabs(x);\n"
+      "  if (ax < (T)20) {\n"
+      "    const T h = ax / (T)2, q = h * h;\n"
+      "    T term = nu ? h : (T)1, sum = term;\n"
+      "    for (int k = 1; k < 100 && term > sum * (T)1e-17; ++k) {\n"
+      "      term *= q / ((T)k * (T)(k + nu)); sum += term; }\n"
+      "    return scaled ? sum * exp(-ax) : sum;\n"
+      "  }\n"
+      "  const T sum = flagos_sf_hankelS(ax, nu ? (T)4 : (T)0);\n"
+      "  return scaled ? sum : exp(ax) * sum; }\n"
+      "FLAGOS_FN T flagos_sf_i1S(T x) {\n"
+      "  const T r = flagos_sf_besseliS(x, 1, 0); return x < (T)0 ? -r : r; }\n"
+      "FLAGOS_FN T flagos_sf_i0eS(T x) { return flagos_sf_besseliS(x, 0, 1); }\n"
+      "/* I0 overflowing where CPU's does (helpers.cpp's i0 keeps finite values longer). */\n"
+      "FLAGOS_FN T flagos_sf_i0S(T x) { return flagos_sf_besseliS(x, 0, 0); }\n"
+      "FLAGOS_FN T flagos_sf_i1eS(T x) {\n"
+      "  const T r = flagos_sf_besseliS(x, 1, 1); return x < (T)0 ? -r : r; }\n"
+      "FLAGOS_FN T flagos_sf_spherical_j0S(T x) {\n"
+      "  if (isinf(x)) return (T)0;\n"
+      "  if (fabs(x) < (T)0.5) {\n"
+      "    const T q = x * x;\n"
+      "    T term = (T)1, sum = (T)1;\n"
+      "    for (int k = 1; k < 10; ++k) { term *= -q / ((T)(2 * k) * (T)(2 * k + 1)); sum += term; "
+      "}\n"
+      "    return sum;\n"
+      "  }\n"
+      "  return sin(x) / x; }\n";
+  std::string out = instantiate(text + bessel, "float", "f");
+  if (fp64) out += instantiate(text + bessel, "double", "d");
   return out;
 }
 
