@@ -54,6 +54,16 @@ std::vector<std::string> catalogCompositeIds() {
   return out;
 }
 
+// Composites that also serve their operator's self in-place overload.
+std::vector<std::string> catalogInPlaceCompositeIds() {
+  std::vector<std::string> out;
+  for (int i = 0; i < kNumOps; ++i) {
+    const composite::Composite* c = composite::findComposite(kOps[i].id);
+    if (c && c->in_place) out.emplace_back(kOps[i].id);
+  }
+  return out;
+}
+
 std::vector<std::string> catalogRoutes() {
   initRouting();
   std::vector<std::string> out;
@@ -87,6 +97,8 @@ TORCH_LIBRARY_FRAGMENT(flagos, m) {
   m.def("_catalog_routes() -> str[]", &flagos::semantic::catalogRoutes);
   m.def("_catalog_generated_ids() -> str[]", &flagos::semantic::catalogGeneratedIds);
   m.def("_catalog_composite_ids() -> str[]", &flagos::semantic::catalogCompositeIds);
+  m.def("_catalog_in_place_composite_ids() -> str[]",
+        &flagos::semantic::catalogInPlaceCompositeIds);
   m.def("_catalog_generated_in_place_only_ids() -> str[]",
         &flagos::semantic::catalogGeneratedInPlaceOnlyIds);
 }

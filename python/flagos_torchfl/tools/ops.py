@@ -31,7 +31,8 @@ from ._output import add_output_arguments, render, write_json
 # on a backend with a compiler table -> generated (not for a functional or
 # out= overload where the generator takes in-place calls only: opencl's
 # atomic scatters, kernels::inPlaceOnly); our composite for the ID
-# (csrc/dispatch/tiers/decomposition/, functional and out= overloads) -> decomposition;
+# (csrc/dispatch/tiers/decomposition/, functional and out= overloads, and
+# in-place ones where it is registered in_place) -> decomposition;
 # else the overload's composite kernel when ATen has one and the catalog does
 # not forbid it (decompose: false) -> decomposition; else fallback. A
 # structured functional/in-place overload (add.Tensor, exp_) decomposes into
@@ -127,10 +128,11 @@ def _catalog_tables() -> tuple[dict[str, str], dict[str, str], dict[str, set[str
             "generated": set(torch.ops.flagos._catalog_generated_ids()),
             "composite": set(torch.ops.flagos._catalog_composite_ids()),
             "in_place_only": set(torch.ops.flagos._catalog_generated_in_place_only_ids()),
+            "in_place_composite": set(torch.ops.flagos._catalog_in_place_composite_ids()),
         }
     except (AttributeError, RuntimeError):  # core built with FLAGOS_ENABLE_CATALOG=OFF
         none: dict[str, set[str]] = {k: set() for k in ("native", "generated", "composite")}
-        return {}, {}, {**none, "in_place_only": set()}
+        return {}, {}, {**none, "in_place_only": set(), "in_place_composite": set()}
     return overloads, routes, kernels
 
 
@@ -174,7 +176,9 @@ def _local_support(probe: bool = False, family: str | None = None) -> dict[str, 
             _in_place(name) or op_id not in kernels["in_place_only"]
         ):
             result = "generated"
-        elif op_id in kernels["composite"] and not _in_place(name):
+        elif op_id in kernels["composite"] and (
+            not _in_place(name) or op_id in kernels["in_place_composite"]
+        ):
             result = "decomposition"
         elif entries.get(op_id, {}).get("decompose", True) is False or not (cea or ceanf):
             result = "fallback"
