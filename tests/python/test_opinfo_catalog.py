@@ -239,8 +239,9 @@ def test_opinfo(op):
             )
             if "device" in dev_sample.kwargs:  # factories (eye, linspace): made on flagos
                 dev_sample.kwargs = {**dev_sample.kwargs, "device": "flagos"}
-            elif not isinstance(sample.input, torch.Tensor) and not any(
-                isinstance(t, torch.Tensor) for t in tree_flatten((sample.args, sample.kwargs))[0]
+            elif not any(
+                isinstance(t, torch.Tensor)
+                for t in tree_flatten((sample.input, sample.args, sample.kwargs))[0]
             ):
                 continue  # a factory on the default device: nothing runs on flagos
             try:
