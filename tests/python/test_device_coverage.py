@@ -539,3 +539,38 @@ def test_bessel_functions_across_their_range(name, dtype):
     torch.testing.assert_close(got, want, equal_nan=True, rtol=rtol, atol=atol)
     numbers = ~want.isnan()
     assert torch.equal(torch.signbit(got)[numbers], torch.signbit(want)[numbers])
+
+
+@pytest.mark.parametrize(
+    "args", [(2, 1, 0.5), (2, -1, 0.5), (1, 2, 3.0), (INF, 2, 0.5), (3, 0, 100.0)]
+)
+def test_renorm_and_its_gradient(args):
+    torch.manual_seed(0)
+    x = torch.randn(5, 5, 5)
+    same(torch.renorm, x, *args, exact=False, overloads=["aten::renorm"])
+    xg, xd = x.clone().requires_grad_(), x.to(DEV).requires_grad_()
+    torch.renorm(xg, *args).pow(2).sum().backward()
+    torch.renorm(xd, *args).pow(2).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), xg.grad, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="non-positive-norm not supported"):
+        on_device(torch.renorm, x, -1, 0, 1.0)
+
+
+@pytest.mark.parametrize(
+    "shape, groups, channels_last",
+    [
+        ((1, 4, 10, 10), 2, False),
+        ((2, 6, 8, 8), 3, False),
+        ((2, 8, 5, 5), 4, True),
+        ((2, 6, 7), 3, False),
+    ],
+)
+def test_channel_shuffle_keeps_cpus_values_and_memory_format(shape, groups, channels_last):
+    x = torch.randn(shape)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    shuffle = torch.nn.functional.channel_shuffle
+    same(shuffle, x, groups, overloads=["aten::channel_shuffle"])
+    assert on_device(shuffle, x, groups).stride() == shuffle(x, groups).stride()
+    with pytest.raises(RuntimeError, match="divisible by groups"):
+        on_device(shuffle, x, 5)

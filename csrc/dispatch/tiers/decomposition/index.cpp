@@ -6,7 +6,8 @@
 // every dim the reversal of the flattened tensor (the generated flip takes
 // the other sets: the catalog's dims encoding cannot tell these two apart).
 // index_fill, index_copy and take are index_put_ / index_select with the
-// index in the indexed dim's place, after one range check on the host.
+// index in the indexed dim's place, after one range check on the host;
+// channel_shuffle a reshape, transpose and copy.
 #include <ATen/ATen.h>
 
 #include <vector>
@@ -178,6 +179,25 @@ bool take(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// channel_shuffle(self, groups): channels regrouped as [groups, c / groups]
+// -> [c / groups, groups], in self's suggested memory format as on CPU.
+bool channelShuffle(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 2;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isInt()) return false;
+  const at::Tensor self = a[0].toTensor();
+  const int64_t groups = a[1].toInt();
+  if (!onDevice(self) || self.dim() < 3 || groups <= 0 || self.size(1) % groups != 0)
+    return false;  // CPU's errors
+  const int64_t batch = self.size(0), per_group = self.size(1) / groups;
+  const at::Tensor shuffled =
+      self.reshape({batch, groups, per_group, -1}).transpose(1, 2).reshape(self.sizes());
+  at::Tensor out = at::empty_like(self, self.suggest_memory_format());
+  out.copy_(shuffled);
+  replaceArgs(stack, kArgs, {out});
+  return true;
+}
+
 }  // namespace
 
 // flip(self, dims) with dims empty or every dim.
@@ -219,6 +239,7 @@ void addIndexComposites(Register add) {
   add("index_fill_tensor", indexFill<true>, /*in_place=*/true);
   add("index_copy", indexCopy, /*in_place=*/true);
   add("take", take, false);
+  add("channel_shuffle", channelShuffle, false);
 }
 
 }  // namespace flagos::composite

@@ -5,7 +5,7 @@
 // norm (clip_grad_norm_, 1 call per parameter and step); norm through it.
 // var_mean/std_mean as var/std with their mean; nansum, aminmax and trace
 // from where, sum, amin/amax and diagonal; equal, count_nonzero and isin
-// from comparisons and all/sum/any.
+// from comparisons and all/sum/any; renorm from linalg_vector_norm.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -237,6 +237,28 @@ bool isin(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// renorm(self, p, dim, maxnorm): each slice along dim whose p-norm exceeds
+// maxnorm scaled to maxnorm / (norm + 1e-7), as CPU's kernel does.
+bool renorm(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isScalar() || !a[2].isInt() || !a[3].isScalar()) return false;
+  const at::Tensor self = a[0].toTensor();
+  const double p = a[1].toScalar().toDouble(), maxnorm = a[3].toScalar().toDouble();
+  if (!usableFirst(self, /*allow_empty=*/true) || self.dim() < 2 || !(p > 0) || !(maxnorm >= 0))
+    return false;  // CPU's errors
+  const int64_t dim = wrapDim(a[2].toInt(), self.dim());
+  if (dim < 0) return false;
+  std::vector<int64_t> reduce;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (d != dim) reduce.push_back(d);
+  const at::Tensor norm = at::linalg_vector_norm(self, p, reduce, /*keepdim=*/true);
+  const at::Tensor factor =
+      at::where(norm > maxnorm, (norm + 1e-7).reciprocal() * maxnorm, at::ones_like(norm));
+  replaceArgs(stack, kArgs, {self * factor});
+  return true;
+}
+
 }  // namespace
 
 void addReductionComposites(Register add) {
@@ -252,6 +274,7 @@ void addReductionComposites(Register add) {
   add("equal", equal, false);
   add("count_nonzero", countNonzero, false);
   add("isin", isin, false);
+  add("renorm", renorm, /*in_place=*/true);
 }
 
 }  // namespace flagos::composite
