@@ -21,7 +21,7 @@ FALLBACK_OPS = {
     "cdist": lambda x: torch.cdist(x, x.flip(0)),
     "erfcx": lambda x: torch.special.erfcx(x),
     "mode": lambda x: torch.mode(x, dim=1).values,
-    "renorm": lambda x: torch.renorm(x, 2, 0, 1.0),
+    "pdist": lambda x: torch.nn.functional.pdist(x),
     "ndtri": lambda x: torch.special.ndtri(torch.sigmoid(x)),
 }
 
