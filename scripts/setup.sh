@@ -14,7 +14,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-$(command -v python3 || command -v python || true)}
 TORCH_VERSION=2.13.0
 APT_PACKAGES=(ccache cmake ninja-build g++ libgtest-dev libopenblas-dev libdnnl-dev
-  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libsleef-dev clang-format)
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libsleef-dev libkissfft-dev
+  clang-format)
 
 log() { printf '\n== setup: %s\n' "$*"; }
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

@@ -25,6 +25,7 @@ flagosVendorTables makeTables() {
   // host-shm: one rank per process of this machine (collectives.cpp)
   t.collectives = coll::collectiveTable();
   t.trace = traceTable();  // host clock around each task (trace.cpp)
+  t.fft = fftTable();      // KISS FFT, if built with it (fft.cpp)
   return t;
 }
 

@@ -10,6 +10,7 @@
 //   stream.cpp  stream table: streams (one worker thread each) and events,
 //               markers the workers complete (kit/flagos_kit/markers.h)
 //   compiler.cpp compiler table: C source -> cc -> dlopen, launches
+//   fft.cpp     FFT library slot: KISS FFT, in double precision
 #pragma once
 
 #include <atomic>
@@ -116,6 +117,8 @@ const flagosStreamTable* streamTable();
 const flagosCompilerTable* compilerTable();
 // Device-activity records for torch.profiler (trace.cpp).
 const flagosTraceTable* traceTable();
+// The FFT library slot over KISS FFT, or nullptr when built without it (fft.cpp).
+const flagosFftTable* fftTable();
 
 // Checks a stream handle passed to @p call; records the message on failure
 // (flagosStream_st::kMagic, kit/flagos_kit/handle.h).

@@ -52,6 +52,7 @@ py::dict backendInfo() {
   info["compiler"] = t.compiler ? py::object(py::str(t.compiler->language)) : py::none();
   info["collectives"] =
       t.collectives ? py::object(py::str(t.collectives->library_name)) : py::none();
+  info["fft"] = t.fft ? py::object(py::str(t.fft->library)) : py::none();
   info["device_activity"] = profilerDeviceActivity();
   info["kineto_profiler"] = kinetoProfilerBuilt();
   py::list devices;

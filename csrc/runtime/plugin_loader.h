@@ -40,6 +40,7 @@ struct Plugin {
   flagosCompilerTable compiler{};
   flagosCollectiveTable collectives{};
   flagosTraceTable trace{};
+  flagosFftTable fft{};
   flagosProbeInfo probe{};
   CandidateReport report;
 };

@@ -185,6 +185,16 @@ bool checkTables(Plugin& p, std::string& why) {
                    why))) {
     return false;
   }
+  // fft (ABI 1.3), likewise NULL from an older plugin.
+  const auto& f = p.fft;
+  if (t.fft != nullptr &&
+      (!copyTable(t.fft, p.fft, FLAGOS_END_OF(flagosFftTable, planDestroy), "fft", why) ||
+       !requireAll("fft",
+                   {FLAGOS_MEMBER(f, library), FLAGOS_MEMBER(f, planCreate),
+                    FLAGOS_MEMBER(f, execute), FLAGOS_MEMBER(f, planDestroy)},
+                   why))) {
+    return false;
+  }
   // From here on the core only ever reads the normalized copies.
   p.tables.device = &p.device;
   p.tables.memory = &p.memory;
@@ -193,6 +203,7 @@ bool checkTables(Plugin& p, std::string& why) {
   p.tables.compiler = t.compiler ? &p.compiler : nullptr;
   p.tables.collectives = t.collectives ? &p.collectives : nullptr;
   p.tables.trace = t.trace ? &p.trace : nullptr;
+  p.tables.fft = t.fft ? &p.fft : nullptr;
   return true;
 }
 #undef FLAGOS_MEMBER

@@ -27,6 +27,8 @@
  *       tier, as status.h always said.
  *  1.2  flagosVendorTables.trace, the optional tracing table (trace.h):
  *       device activity for torch.profiler.
+ *  1.3  flagosVendorTables.fft, the optional FFT library slot (fft.h):
+ *       torch.fft on the device through the vendor's FFT library.
  *
  * Rules for every call in every table:
  *  - returns a flagosStatus_t (status.h) and writes results through
@@ -50,6 +52,7 @@
  *   compiler.h     optional runtime compiler (generated kernels)
  *   collectives.h  optional collective-communication library
  *   trace.h        optional device-activity tracing (torch.profiler)
+ *   fft.h          optional FFT library slot (torch.fft)
  */
 #ifndef FLAGOS_VENDOR_H_
 #define FLAGOS_VENDOR_H_
@@ -57,6 +60,7 @@
 #include "flagos/collectives.h"
 #include "flagos/compiler.h"
 #include "flagos/device.h"
+#include "flagos/fft.h"
 #include "flagos/kernel.h"
 #include "flagos/memory.h"
 #include "flagos/status.h"
@@ -70,7 +74,7 @@ extern "C" {
 /** ABI major version of these headers. */
 #define FLAGOS_ABI_VERSION_MAJOR 1
 /** ABI minor version of these headers. */
-#define FLAGOS_ABI_VERSION_MINOR 2
+#define FLAGOS_ABI_VERSION_MINOR 3
 
 /** Name of the one symbol a plugin exports (the major is in the name, so a
  * library built for another major is found to lack it). */
@@ -126,6 +130,10 @@ typedef struct flagosVendorTables {
   /** Optional, ABI 1.2 (NULL, or absent from an older plugin's struct_size: torch.profiler
    * shows no device activity, CPU rows only). Device-activity tracing (trace.h). */
   const flagosTraceTable* trace;
+
+  /** Optional, ABI 1.3 (NULL, or absent from an older plugin's struct_size: torch.fft takes
+   * the host tier). The vendor's FFT library (fft.h). */
+  const flagosFftTable* fft;
 } flagosVendorTables;
 
 /** Type of the entry point. The core passes the ABI version it speaks and a

@@ -215,6 +215,7 @@ def backend_info(verbose: bool = True) -> dict[str, Any]:
         "compiler": raw["compiler"],
         "kernel_cache": kernel_cache_stats(),
         "collectives": raw["collectives"] or "host (gloo)",
+        "fft": raw.get("fft"),
         "device_activity": bool(raw.get("device_activity")),
         "kineto_profiler": bool(raw.get("kineto_profiler")),
         "comm": distributed.comm_info(),
@@ -251,6 +252,7 @@ def format_backend_info(info: dict[str, Any]) -> str:
         ["compiler", info["compiler"] or "none (no generated kernels)"],
         ["kernel cache", format_kernel_cache(info["kernel_cache"])],
         ["collectives", info["collectives"]],
+        ["fft library", info.get("fft") or "none (torch.fft takes the host tier)"],
         [
             "profiler",
             "device activity (torch.profiler, PrivateUse1)"

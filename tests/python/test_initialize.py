@@ -148,7 +148,7 @@ def test_backend_info_describes_the_running_backend(capsys):
     json.dumps(info)  # plain data
     assert info["device_type"] == "flagos"
     assert info["backend"] == "host"
-    assert info["abi"] == "1.2"
+    assert info["abi"] == "1.3"
     assert info["sdk"] == "host" and info["sdk_version"]
     assert info["plugin_path"].endswith("libflagos_host.so")
     assert info["device_count"] == len(info["devices"]) == torch.flagos.device_count()
@@ -162,7 +162,15 @@ def test_backend_info_describes_the_running_backend(capsys):
     selected = [r for r in info["discovery"] if r["status"] == "selected"]
     assert [r["name"] for r in selected] == ["host"]
     assert info["torch_version"] == torch.__version__
-    for words in ("device type", "flagos", "host", "ABI 1.2", "collectives", "discovery"):
+    for words in (
+        "device type",
+        "flagos",
+        "host",
+        "ABI 1.3",
+        "collectives",
+        "fft library",
+        "discovery",
+    ):
         assert words in printed
     assert ft.backend_info(verbose=False)["backend"] == "host"
     assert capsys.readouterr().out == ""  # verbose=False prints nothing

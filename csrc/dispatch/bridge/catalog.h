@@ -25,6 +25,7 @@ enum class Family : uint8_t {
   Random,
   Loss,
   Optimizer,
+  Fft,  // torch.fft's primitives: the FFT library slot (include/flagos/fft.h)
 };
 
 // How a schema argument becomes flagosScalar values (catalog `scalars`).

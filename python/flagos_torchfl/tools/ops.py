@@ -146,8 +146,11 @@ def _in_place(name: str) -> bool:
 PREDICTED_TIERS = ("native", "generated", "decomposition", "fallback")
 FAMILIES = (
     "pointwise", "reduction", "normalization", "gemm", "convolution", "pooling", "index",
-    "shape", "random", "loss", "optimizer",
+    "shape", "random", "loss", "optimizer", "fft",
 )  # fmt: skip
+# The plugin's library slots (include/flagos/fft.h): backend_info() key ->
+# what its operators take when the slot is empty.
+LIBRARY_SLOTS = {"fft": "torch.fft takes the host tier"}
 
 
 def _local_support(probe: bool = False, family: str | None = None) -> dict[str, Any]:
@@ -222,6 +225,7 @@ def _local_support(probe: bool = False, family: str | None = None) -> dict[str, 
         "torch_version": info["torch_version"],
         "catalog": bool(overloads),
         "native_ids": sorted(native),
+        "library_slots": {slot: info.get(slot) for slot in LIBRARY_SLOTS},
         "ops": list(by_id.values()),
         "overloads": dict(sorted(tiers.items())),
         "summary": {"semantic_ops": len(by_id), "overloads": len(tiers), "tiers": summary},
@@ -313,6 +317,11 @@ def format_support(data: dict[str, Any], tier: str | None = None, family: str | 
         f"torch {data['torch_version']}\n"
         f"catalog: {s['semantic_ops']} semantic operators ({len(data['native_ids'])} with a native "
         f"kernel), {s['overloads']} ATen overloads: {tiers or 'none'}"
+    )
+    slots = data.get("library_slots", {})
+    head += "\nlibrary slots: " + "; ".join(
+        f"{slot} {slots[slot]}" if slots.get(slot) else f"{slot} empty ({why})"
+        for slot, why in LIBRARY_SLOTS.items()
     )
     if data.get("probed") is None:
         head += "\n(tier: predicted per overload; dtypes: what each operator is defined for. "

@@ -4,11 +4,13 @@
 #include <string>
 #include <unordered_map>
 
-#include "flagos/kernel.h"
+#include "flagos/vendor.h"
 
 namespace flagos::semantic {
 
-// Semantic ID -> the active plugin's kernel, built once after initialize().
+// Semantic ID -> the active plugin's kernel, built once after initialize():
+// its kernel table, then the library slots (fft_library.h) for the ids the
+// table leaves out.
 class KernelIndex {
  public:
   // nullptr until a backend is initialized.
@@ -19,7 +21,7 @@ class KernelIndex {
   }
 
  private:
-  explicit KernelIndex(const flagosKernelTable* table);
+  explicit KernelIndex(const flagosVendorTables& tables);
   std::unordered_map<std::string, flagosKernelFn> fns_;
 };
 
