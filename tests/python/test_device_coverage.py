@@ -3,7 +3,8 @@ kernels (logaddexp2, xlog1py, entr, angle, round with decimals, zeta,
 polygamma) and composites of device operators (var_mean, std_mean, norm,
 nansum, aminmax, trace, vdot, linalg_cross, glu, prelu, log_sigmoid, flip
 of every dim, padding, 1-D upsampling, max unpooling, equal, count_nonzero,
-isin, heaviside, median, nanmedian, kthvalue, index_fill, index_copy, take)
+isin, heaviside, median, nanmedian, kthvalue, index_fill, index_copy, take,
+conj_physical)
 and factories whose out= call names the device (eye, linspace, logspace).
 Each is compared with CPU at its edge cases (infinities, NaN, signed
 zeros, empty and 0-d tensors, integer types, out=, autograd), and
@@ -574,3 +575,16 @@ def test_channel_shuffle_keeps_cpus_values_and_memory_format(shape, groups, chan
     assert on_device(shuffle, x, groups).stride() == shuffle(x, groups).stride()
     with pytest.raises(RuntimeError, match="divisible by groups"):
         on_device(shuffle, x, 5)
+
+
+def test_conj_physical_of_complex_and_real_tensors():
+    g = torch.Generator().manual_seed(7)
+    z = torch.complex(torch.randn(3, 5, generator=g), torch.tensor([0.0, -0.0, INF, NAN, 1.0]))
+    over = ["aten::conj_physical.out", "aten::conj_physical_"]
+    same(torch.conj_physical, z, overloads=over)
+    same(torch.conj_physical, z.conj(), overloads=over)
+    same(torch.conj_physical, z.t(), overloads=over)
+    same(torch.conj_physical, z.to(torch.complex128)[:, ::2], overloads=over)
+    same(lambda t: t.clone().conj_physical_(), z, overloads=over)
+    same(torch.conj_physical, torch.tensor([1.5, -0.0]), overloads=over)
+    same(lambda t: torch.conj_physical(t, out=torch.empty_like(t)), z, overloads=over)

@@ -3,7 +3,7 @@
 // clamp_min / clamp_max, nan_to_num with a default bound gets the dtype's
 // largest / lowest value, as CPU does. Activations from pointwise
 // operators: glu, prelu, log_sigmoid (with CPU's buffer, which its
-// backward reads).
+// backward reads). conj_physical as a copy whose imaginary parts are negated.
 #include <ATen/ATen.h>
 
 #include <limits>
@@ -125,6 +125,22 @@ bool logSigmoidForward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// conj_physical(self) (its out= and in-place forms): a copy, then the
+// imaginary parts negated in place through a real view (torch.fft's ihfft2
+// and ihfftn call it).
+bool conjPhysical(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 1;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor()) return false;
+  const at::Tensor self = a[0].toTensor();
+  if (!self.defined() || !self.device().is_privateuseone()) return false;
+  at::Tensor out = at::empty_like(self);
+  out.copy_(self.resolve_conj());
+  if (out.is_complex() && out.numel() > 0) at::view_as_real(out).select(-1, 1).neg_();
+  replaceArgs(stack, kArgs, {out});
+  return true;
+}
+
 }  // namespace
 
 void addPointwiseComposites(Register add) {
@@ -136,6 +152,7 @@ void addPointwiseComposites(Register add) {
   add("glu", glu, false);
   add("prelu", preluKernel, false);
   add("log_sigmoid_forward", logSigmoidForward, false);
+  add("conj_physical", conjPhysical, /*in_place=*/true);
 }
 
 }  // namespace flagos::composite
