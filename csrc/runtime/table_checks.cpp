@@ -47,6 +47,14 @@ bool requireAll(const char* table, std::initializer_list<Member> members, std::s
   return true;
 }
 
+// An optional table: NULL is fine; a present one is copied (at least
+// @p min_size bytes) and must pass @p complete, which reads the copy.
+template <typename Table, typename Complete>
+bool optionalTable(const Table* src, Table& dst, size_t min_size, const char* what,
+                   std::string& why, Complete complete) {
+  return src == nullptr || (copyTable(src, dst, min_size, what, why) && complete(dst));
+}
+
 // kernel.h: every entry names a catalog ID once. A typo would otherwise be
 // a silent host fallback. IDs unknown to an older core are allowed from a
 // plugin of a newer minor (its catalog may have grown).
@@ -142,59 +150,55 @@ bool checkTables(Plugin& p, std::string& why) {
   }
   // Optional tables: when present they must be complete (their headers say
   // which members are required).
-  const auto& c = p.compiler;
-  const auto& x = p.collectives;
   if (t.kernels != nullptr &&
       (!copyTable(t.kernels, p.kernels, FLAGOS_END_OF(flagosKernelTable, entries), "kernel", why) ||
        !checkKernels(p.kernels, t.name, t.abi_minor, why))) {
     return false;
   }
-  if (t.compiler != nullptr &&
-      (!copyTable(t.compiler, p.compiler, FLAGOS_END_OF(flagosCompilerTable, kernelLaunch),
-                  "compiler", why) ||
-       !requireAll("compiler",
-                   {FLAGOS_MEMBER(c, language), FLAGOS_MEMBER(c, programBuild),
-                    FLAGOS_MEMBER(c, programGetBinary), FLAGOS_MEMBER(c, programLoadBinary),
-                    FLAGOS_MEMBER(c, programDestroy), FLAGOS_MEMBER(c, kernelLaunch)},
-                   why))) {
-    return false;
-  }
-  // allToAll is the one optional collective, so minor 0 ends at groupEnd.
-  if (t.collectives != nullptr &&
-      (!copyTable(t.collectives, p.collectives, FLAGOS_END_OF(flagosCollectiveTable, groupEnd),
-                  "collectives", why) ||
-       !requireAll(
-           "collectives",
-           {FLAGOS_MEMBER(x, library_name), FLAGOS_MEMBER(x, getUniqueId),
-            FLAGOS_MEMBER(x, commInitRank), FLAGOS_MEMBER(x, commDestroy),
-            FLAGOS_MEMBER(x, commAbort), FLAGOS_MEMBER(x, allReduce), FLAGOS_MEMBER(x, broadcast),
-            FLAGOS_MEMBER(x, reduce), FLAGOS_MEMBER(x, allGather), FLAGOS_MEMBER(x, reduceScatter),
-            FLAGOS_MEMBER(x, send), FLAGOS_MEMBER(x, recv), FLAGOS_MEMBER(x, groupStart),
-            FLAGOS_MEMBER(x, groupEnd)},
-           why))) {
-    return false;
-  }
-  // trace (ABI 1.2) reads as NULL from an older plugin: the loader zeroed
-  // what lies past its struct_size.
-  const auto& r = p.trace;
-  if (t.trace != nullptr &&
-      (!copyTable(t.trace, p.trace, FLAGOS_END_OF(flagosTraceTable, drain), "trace", why) ||
-       !requireAll("trace",
-                   {FLAGOS_MEMBER(r, enable), FLAGOS_MEMBER(r, disable),
-                    FLAGOS_MEMBER(r, setCorrelationId), FLAGOS_MEMBER(r, drain)},
-                   why))) {
-    return false;
-  }
-  // fft (ABI 1.3), likewise NULL from an older plugin.
-  const auto& f = p.fft;
-  if (t.fft != nullptr &&
-      (!copyTable(t.fft, p.fft, FLAGOS_END_OF(flagosFftTable, planDestroy), "fft", why) ||
-       !requireAll("fft",
-                   {FLAGOS_MEMBER(f, library), FLAGOS_MEMBER(f, planCreate),
-                    FLAGOS_MEMBER(f, execute), FLAGOS_MEMBER(f, planDestroy)},
-                   why))) {
-    return false;
-  }
+  const bool ok =
+      optionalTable(t.compiler, p.compiler, FLAGOS_END_OF(flagosCompilerTable, kernelLaunch),
+                    "compiler", why,
+                    [&](const flagosCompilerTable& c) {
+                      return requireAll(
+                          "compiler",
+                          {FLAGOS_MEMBER(c, language), FLAGOS_MEMBER(c, programBuild),
+                           FLAGOS_MEMBER(c, programGetBinary), FLAGOS_MEMBER(c, programLoadBinary),
+                           FLAGOS_MEMBER(c, programDestroy), FLAGOS_MEMBER(c, kernelLaunch)},
+                          why);
+                    }) &&
+      // allToAll is the one optional collective, so minor 0 ends at groupEnd.
+      optionalTable(
+          t.collectives, p.collectives, FLAGOS_END_OF(flagosCollectiveTable, groupEnd),
+          "collectives", why,
+          [&](const flagosCollectiveTable& x) {
+            return requireAll(
+                "collectives",
+                {FLAGOS_MEMBER(x, library_name), FLAGOS_MEMBER(x, getUniqueId),
+                 FLAGOS_MEMBER(x, commInitRank), FLAGOS_MEMBER(x, commDestroy),
+                 FLAGOS_MEMBER(x, commAbort), FLAGOS_MEMBER(x, allReduce),
+                 FLAGOS_MEMBER(x, broadcast), FLAGOS_MEMBER(x, reduce), FLAGOS_MEMBER(x, allGather),
+                 FLAGOS_MEMBER(x, reduceScatter), FLAGOS_MEMBER(x, send), FLAGOS_MEMBER(x, recv),
+                 FLAGOS_MEMBER(x, groupStart), FLAGOS_MEMBER(x, groupEnd)},
+                why);
+          }) &&
+      // trace (ABI 1.2) and fft (ABI 1.3) read as NULL from an older plugin:
+      // the loader zeroed what lies past its struct_size.
+      optionalTable(t.trace, p.trace, FLAGOS_END_OF(flagosTraceTable, drain), "trace", why,
+                    [&](const flagosTraceTable& r) {
+                      return requireAll(
+                          "trace",
+                          {FLAGOS_MEMBER(r, enable), FLAGOS_MEMBER(r, disable),
+                           FLAGOS_MEMBER(r, setCorrelationId), FLAGOS_MEMBER(r, drain)},
+                          why);
+                    }) &&
+      optionalTable(t.fft, p.fft, FLAGOS_END_OF(flagosFftTable, planDestroy), "fft", why,
+                    [&](const flagosFftTable& f) {
+                      return requireAll("fft",
+                                        {FLAGOS_MEMBER(f, library), FLAGOS_MEMBER(f, planCreate),
+                                         FLAGOS_MEMBER(f, execute), FLAGOS_MEMBER(f, planDestroy)},
+                                        why);
+                    });
+  if (!ok) return false;
   // From here on the core only ever reads the normalized copies.
   p.tables.device = &p.device;
   p.tables.memory = &p.memory;
