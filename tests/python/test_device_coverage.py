@@ -4,8 +4,8 @@ polygamma) and composites of device operators (var_mean, std_mean, norm,
 nansum, aminmax, trace, vdot, linalg_cross, glu, prelu, log_sigmoid, flip
 of every dim, padding, 1-D upsampling, max unpooling, equal, count_nonzero,
 isin, heaviside, median, nanmedian, kthvalue, index_fill, index_copy, take,
-conj_physical)
-and factories whose out= call names the device (eye, linspace, logspace).
+conj_physical, put, masked_scatter, complex, polar, searchsorted,
+bucketize, histc, nonzero_static) and factories whose out= call names the device (eye, linspace, logspace).
 Each is compared with CPU at its edge cases (infinities, NaN, signed
 zeros, empty and 0-d tensors, integer types, out=, autograd), and
 op_stats() must show that the call did not take the host fallback."""
@@ -588,3 +588,172 @@ def test_conj_physical_of_complex_and_real_tensors():
     same(lambda t: t.clone().conj_physical_(), z, overloads=over)
     same(torch.conj_physical, torch.tensor([1.5, -0.0]), overloads=over)
     same(lambda t: torch.conj_physical(t, out=torch.empty_like(t)), z, overloads=over)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put_with_negative_indices_and_strided_self(accumulate):
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(4, 5, generator=g)
+    index = torch.tensor([[0, -1], [7, 3]])
+    source = torch.randn(2, 2, generator=g)
+    over = ["aten::put_"]
+    same(lambda t, i, s: t.clone().put_(i, s, accumulate), x, index, source, overloads=over)
+    same(lambda t, i, s: torch.put(t.t(), i, s, accumulate), x, index, source, overloads=over)
+    same(lambda t, i, s: torch.put(t, i, s), x, index[:0], source[:0], overloads=over)
+    ints = torch.arange(6).reshape(2, 3)
+    same(
+        lambda t, i, s: torch.put(t, i, s, accumulate),
+        ints,
+        torch.tensor([5, 5]),
+        torch.tensor([1, 2]),
+        overloads=over if accumulate else (),
+    )  # duplicates: only summed
+
+
+def test_put_errors_are_cpus():
+    x = torch.zeros(3)
+    for index, source in [
+        (torch.tensor([3]), torch.ones(1)),
+        (torch.tensor([0, 1]), torch.ones(3)),
+    ]:
+        with pytest.raises((RuntimeError, IndexError)) as cpu_error:
+            x.clone().put_(index, source)
+        with pytest.raises(type(cpu_error.value)) as device_error:
+            x.to(DEV).put_(index.to(DEV), source.to(DEV))
+        assert str(device_error.value) == str(cpu_error.value)
+
+
+def test_masked_scatter_with_broadcast_masks():
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(4, 5, generator=g)
+    source = torch.randn(30, generator=g)
+    over = ["aten::masked_scatter_"]
+    for mask in [
+        torch.rand(4, 5, generator=g) > 0.5,
+        torch.tensor([True, False, True, True, False]),
+        torch.zeros(4, 5, dtype=torch.bool),
+        torch.ones(4, 1, dtype=torch.bool),
+    ]:
+        same(torch.masked_scatter, x, mask, source, overloads=over)
+        transposed = mask.t() if mask.dim() == 2 else mask[:4]
+        same(
+            lambda t, m, s: t.clone().masked_scatter_(m, s),
+            x.t(),
+            transposed,
+            source,
+            overloads=over,
+        )
+    with pytest.raises(RuntimeError) as cpu_error:
+        x.masked_scatter(torch.ones(4, 5, dtype=torch.bool), torch.randn(2))
+    with pytest.raises(RuntimeError) as device_error:
+        x.to(DEV).masked_scatter(
+            torch.ones(4, 5, dtype=torch.bool, device=DEV), torch.randn(2).to(DEV)
+        )
+    assert str(device_error.value) == str(cpu_error.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_complex_and_polar_from_parts(dtype):
+    g = torch.Generator().manual_seed(10)
+    a = torch.randn(3, 4, generator=g, dtype=dtype)
+    b = torch.tensor([0.0, -0.0, INF, NAN], dtype=dtype)
+    same(torch.complex, a, b, overloads=["aten::complex.out"])
+    same(torch.complex, a.t(), a[0:1].t(), overloads=["aten::complex.out"])
+    # polar's sin/cos: CPU's libm and the device's may differ in the last bit.
+    same(torch.polar, a.abs(), a, exact=False, overloads=["aten::polar.out"])
+    same(
+        lambda m, t: torch.polar(
+            m,
+            t,
+            out=torch.empty(
+                3,
+                4,
+                dtype=torch.complex64 if dtype == torch.float32 else torch.complex128,
+                device=m.device,
+            ),
+        ),
+        a.abs(),
+        a,
+        exact=False,
+        overloads=["aten::polar.out"],
+    )
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch.complex(a, a.to(torch.float16))
+    with pytest.raises(RuntimeError) as device_error:
+        torch.complex(a.to(DEV), a.to(torch.float16).to(DEV))
+    assert str(device_error.value) == str(cpu_error.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16], ids=str)
+def test_searchsorted_and_bucketize_count_as_the_binary_search_ends(dtype):
+    """Note [Search by counting]: ties, both sides, NaN values, 1-D and
+    batched rows, int32 results, out=; a sorter and a row with NaN take the
+    host tier and still answer as CPU."""
+    g = torch.Generator().manual_seed(11)
+    seq = torch.sort(torch.randint(0, 10, (3, 8), generator=g)).values.to(dtype)
+    values = torch.randint(-1, 11, (3, 5), generator=g).to(dtype)
+    if dtype.is_floating_point:
+        values[0, 0], values[1, 2] = NAN, INF
+    over = ["aten::searchsorted.Tensor", "aten::bucketize.Tensor"]
+    for kwargs in [{}, {"right": True}, {"side": "right"}, {"side": "left"}, {"out_int32": True}]:
+        same(lambda s, v, kw=kwargs: torch.searchsorted(s, v, **kw), seq, values, overloads=over)
+        same(lambda s, v, kw=kwargs: torch.searchsorted(s, v, **kw), seq[1], values, overloads=over)
+    for right in (False, True):
+        same(lambda x, b, r=right: torch.bucketize(x, b, right=r), values, seq[0], overloads=over)
+    same(
+        lambda s, v: torch.searchsorted(
+            s, v, out=torch.empty(0, dtype=torch.long, device=s.device)
+        ),
+        seq,
+        values,
+        overloads=["aten::searchsorted.Tensor_out"],
+    )
+    sorter = torch.argsort(seq.flip(-1), dim=-1)
+    same(lambda s, v, o: torch.searchsorted(s, v, sorter=o), seq.flip(-1), values, sorter)
+    if dtype.is_floating_point:
+        with_nan = seq.clone()
+        with_nan[:, -1] = NAN
+        same(torch.searchsorted, with_nan, values)
+
+
+def test_searchsorted_errors_are_cpus():
+    seq, values = torch.arange(6.0).reshape(2, 3), torch.zeros(3, 2)
+    for kwargs in [{}, {"right": True, "side": "left"}]:
+        with pytest.raises(RuntimeError) as cpu_error:
+            torch.searchsorted(seq, values, **kwargs)
+        with pytest.raises(RuntimeError) as device_error:
+            torch.searchsorted(seq.to(DEV), values.to(DEV), **kwargs)
+        assert str(device_error.value) == str(cpu_error.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_histc_bins_as_cpu(dtype):
+    """Edges kept in the input's dtype, the maximum in the last bin, NaN and
+    outliers nowhere, the data's range when min == max (widened by 1 for a
+    constant input), out=; a range that is not finite is CPU's error."""
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(1000, generator=g, dtype=dtype)
+    x[5] = 3.0
+    with_nan = x.clone()
+    with_nan[3] = NAN
+    over = ["aten::histc", "aten::histc.out"]
+    for t, args in [(x, (10,)), (with_nan, (7, -1, 1)), (x, (5, 0, 3)), (x, (4, 2, 2)),
+                    (with_nan, (9, -2.5, 3)), (torch.full((5,), 2.0, dtype=dtype), (4,)),
+                    (x[:0], (3,))]:  # fmt: skip
+        same(lambda v, a=args: torch.histc(v, *a), t, overloads=over)
+    same(lambda v: torch.histc(v, 6, out=torch.empty(0, dtype=dtype, device=v.device)), x,
+         overloads=over)  # fmt: skip
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch.histc(with_nan, 4)
+    with pytest.raises(RuntimeError) as device_error:
+        torch.histc(with_nan.to(DEV), 4)
+    assert str(device_error.value) == str(cpu_error.value)
+
+
+def test_nonzero_static_cuts_or_pads():
+    z = torch.tensor([[0, 1, 0], [2, 0, 3]])
+    for size in (0, 2, 3, 5):
+        same(lambda t, s=size: torch.nonzero_static(t, size=s, fill_value=-7), z,
+             overloads=["aten::nonzero_static"])  # fmt: skip
+    same(lambda t: torch.nonzero_static(t, size=4), torch.zeros(3, dtype=torch.bool),
+         overloads=["aten::nonzero_static"])  # fmt: skip

@@ -1,6 +1,6 @@
 // Operators whose output size depends on the data: nonzero, masked_select,
 // unique and unique_consecutive (argwhere and boolean-mask indexing reach
-// nonzero).
+// nonzero); nonzero_static, nonzero cut or padded to a given size.
 //
 // Note [Data-dependent output sizes]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -165,9 +165,31 @@ bool uniqueConsecutive(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// nonzero_static(self, size, fill_value): nonzero's first `size` rows, or
+// all of them followed by rows of fill_value up to `size`.
+bool nonzeroStatic(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 3;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isInt() || !a[2].isInt()) return false;
+  const at::Tensor self = a[0].toTensor();
+  const int64_t size = a[1].toInt();
+  if (!self.defined() || !self.device().is_privateuseone() || size < 0) return false;
+  const at::Tensor found = at::nonzero(self);
+  at::Tensor out;
+  if (found.size(0) >= size) {
+    out = found.slice(0, 0, size).clone();
+  } else {
+    out = at::cat(
+        {found, at::full({size - found.size(0), found.size(1)}, a[2].toInt(), found.options())});
+  }
+  replaceArgs(stack, kArgs, {out});
+  return true;
+}
+
 }  // namespace
 
 void addDataDependentComposites(Register add) {
+  add("nonzero_static", nonzeroStatic, false);
   add("nonzero", nonzero, false);
   add("masked_select", maskedSelect, false);
   add("unique", unique, false);

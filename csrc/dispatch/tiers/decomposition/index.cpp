@@ -6,8 +6,9 @@
 // every dim the reversal of the flattened tensor (the generated flip takes
 // the other sets: the catalog's dims encoding cannot tell these two apart).
 // index_fill, index_copy and take are index_put_ / index_select with the
-// index in the indexed dim's place, after one range check on the host;
-// channel_shuffle a reshape, transpose and copy.
+// index in the indexed dim's place, after one range check on the host, and
+// so is put_ on the flattened self; masked_scatter_ a scan of the mask, a
+// gather and a where; channel_shuffle a reshape, transpose and copy.
 #include <ATen/ATen.h>
 
 #include <vector>
@@ -179,6 +180,66 @@ bool take(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// put_(self, index, source, accumulate): source's elements into the
+// flattened self at each index (negative ones count from the end), added
+// when accumulating; computed into a contiguous copy (in_place: the bridge
+// copies it into self).
+bool put(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isTensor() || !a[3].isBool())
+    return false;
+  const at::Tensor self = a[0].toTensor(), index = a[1].toTensor(), source = a[2].toTensor();
+  if (!onDevice(self) || !indexLike(index, self, false) || !usableLike(source, self) ||
+      source.numel() != index.numel())
+    return false;  // CPU's errors
+  const int64_t n = self.numel();
+  at::Tensor out = self.clone(at::MemoryFormat::Contiguous);
+  if (index.numel() > 0) {
+    if (!indexInRange(index, -n, n)) return false;
+    const at::Tensor flat = index.reshape({-1});
+    out.view({-1}).index_put_(indexAt(0, at::where(flat < 0, flat + n, flat)), source.reshape({-1}),
+                              a[3].toBool());
+  }
+  replaceArgs(stack, kArgs, {out});
+  return true;
+}
+
+// masked_scatter_(self, mask, source): the k-th true element of mask
+// (broadcast to self, row-major) takes source's k-th element. Each element
+// finds its k as the running count of trues (a scan), which also gives the
+// number of trues to check against source's size, as CPU does.
+bool maskedScatter(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 3;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isTensor()) return false;
+  const at::Tensor self = a[0].toTensor(), mask = a[1].toTensor(), source = a[2].toTensor();
+  if (!onDevice(self) || !onDevice(mask) || mask.scalar_type() != at::kBool ||
+      !usableLike(source, self) || mask.dim() > self.dim())
+    return false;
+  for (int64_t d = 1; d <= mask.dim(); ++d) {  // mask must broadcast to self's shape
+    const int64_t m = mask.size(-d), s = self.size(-d);
+    if (m != s && m != 1) return false;
+  }
+  if (self.numel() == 0) {
+    replaceArgs(stack, kArgs, {self.clone()});
+    return true;
+  }
+  const at::Tensor flat_mask = mask.expand(self.sizes()).reshape({-1});
+  const at::Tensor position = flat_mask.to(at::kLong).cumsum(0);
+  const int64_t trues = position[-1].item<int64_t>();
+  if (trues > source.numel()) return false;  // CPU's error
+  at::Tensor out;
+  if (trues == 0) {
+    out = self.clone();
+  } else {
+    const at::Tensor picked = source.reshape({-1}).index_select(0, (position - 1).clamp_min(0));
+    out = at::where(flat_mask, picked, self.reshape({-1})).view(self.sizes());
+  }
+  replaceArgs(stack, kArgs, {out});
+  return true;
+}
+
 // channel_shuffle(self, groups): channels regrouped as [groups, c / groups]
 // -> [c / groups, groups], in self's suggested memory format as on CPU.
 bool channelShuffle(const c10::OperatorHandle&, torch::jit::Stack* stack) {
@@ -239,6 +300,8 @@ void addIndexComposites(Register add) {
   add("index_fill_tensor", indexFill<true>, /*in_place=*/true);
   add("index_copy", indexCopy, /*in_place=*/true);
   add("take", take, false);
+  add("put", put, /*in_place=*/true);
+  add("masked_scatter", maskedScatter, /*in_place=*/true);
   add("channel_shuffle", channelShuffle, false);
 }
 

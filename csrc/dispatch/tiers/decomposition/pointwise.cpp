@@ -3,10 +3,13 @@
 // clamp_min / clamp_max, nan_to_num with a default bound gets the dtype's
 // largest / lowest value, as CPU does. Activations from pointwise
 // operators: glu, prelu, log_sigmoid (with CPU's buffer, which its
-// backward reads). conj_physical as a copy whose imaginary parts are negated.
+// backward reads). conj_physical as a copy whose imaginary parts are negated;
+// complex and polar as the two parts stacked and viewed as complex.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "dispatch/tiers/decomposition/composite.h"
 #include "dispatch/tiers/decomposition/stack_args.h"
@@ -141,6 +144,34 @@ bool conjPhysical(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// complex(real, imag) and polar(abs, angle): float or double parts of one
+// dtype, broadcast together, stacked along a new last dim and viewed as
+// complex (polar's parts are abs * cos(angle) and abs * sin(angle), as
+// CPU's std::polar computes them).
+template <bool kPolar>
+bool fromParts(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 2;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor()) return false;
+  const at::Tensor x = a[0].toTensor(), y = a[1].toTensor();
+  if (!x.defined() || !x.device().is_privateuseone() || !usableLike(y, x) ||
+      (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble))
+    return false;  // CPU's errors (mixed dtypes, integers) and complex32
+  for (int64_t d = 1; d <= std::min(x.dim(), y.dim()); ++d) {
+    const int64_t m = x.size(-d), n = y.size(-d);
+    if (m != n && m != 1 && n != 1) return false;
+  }
+  const std::vector<int64_t> shape = at::infer_size(x.sizes(), y.sizes());
+  at::Tensor re = x, im = y;
+  if (kPolar) {
+    re = x * at::cos(y);
+    im = x * at::sin(y);
+  }
+  const at::Tensor parts = at::stack({re.expand(shape), im.expand(shape)}, -1);
+  replaceArgs(stack, kArgs, {at::view_as_complex(parts)});
+  return true;
+}
+
 }  // namespace
 
 void addPointwiseComposites(Register add) {
@@ -153,6 +184,8 @@ void addPointwiseComposites(Register add) {
   add("prelu", preluKernel, false);
   add("log_sigmoid_forward", logSigmoidForward, false);
   add("conj_physical", conjPhysical, /*in_place=*/true);
+  add("complex", fromParts<false>, false);
+  add("polar", fromParts<true>, false);
 }
 
 }  // namespace flagos::composite

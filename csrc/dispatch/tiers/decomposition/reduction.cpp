@@ -5,7 +5,8 @@
 // norm (clip_grad_norm_, 1 call per parameter and step); norm through it.
 // var_mean/std_mean as var/std with their mean; nansum, aminmax and trace
 // from where, sum, amin/amax and diagonal; equal, count_nonzero and isin
-// from comparisons and all/sum/any; renorm from linalg_vector_norm.
+// from comparisons and all/sum/any; renorm from linalg_vector_norm; histc
+// from each element's bin and an accumulating index_put_.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -259,9 +260,51 @@ bool renorm(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// histc(self, bins, min, max) of float or double: CPU's bin of x is
+// (x - min) * bins / (max - min) in self's dtype, truncated, with x == max
+// in the last bin; NaN and elements outside [min, max] count nowhere. With
+// min == max the data's range is used (one sync), widened by 1 each way
+// when it is a single value; a range that is not finite is CPU's error.
+bool histc(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isInt() || !a[2].isScalar() || !a[3].isScalar()) return false;
+  const at::Tensor self = a[0].toTensor();
+  const int64_t bins = a[1].toInt();
+  if (!self.defined() || !self.device().is_privateuseone() || bins <= 0 ||
+      (self.scalar_type() != at::kFloat && self.scalar_type() != at::kDouble))
+    return false;
+  // CPU keeps the edges in self's dtype.
+  const bool is_float = self.scalar_type() == at::kFloat;
+  auto asType = [&](double v) { return is_float ? static_cast<double>(static_cast<float>(v)) : v; };
+  double lo = asType(a[2].toScalar().toDouble()), hi = asType(a[3].toScalar().toDouble());
+  if (lo > hi) return false;  // CPU's error
+  if (lo == hi && self.numel() > 0) {
+    const auto [least, most] = at::aminmax(self);
+    lo = least.item<double>();
+    hi = most.item<double>();
+  }
+  if (lo == hi) {
+    lo = asType(lo - 1);
+    hi = asType(hi + 1);
+  }
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return false;  // CPU's error
+  at::Tensor out = at::zeros({bins}, self.options());
+  if (self.numel() > 0) {
+    const at::Tensor x = self.reshape({-1});
+    const at::Tensor range = at::scalar_tensor(hi, self.options()) - lo;  // in self's dtype
+    const at::Tensor bin = ((x - lo) * bins / range).to(at::kLong).clamp(0, bins - 1);
+    const at::Tensor inside = at::logical_and(x >= lo, x <= hi).to(self.scalar_type());
+    out.index_put_({bin}, inside, /*accumulate=*/true);
+  }
+  replaceArgs(stack, kArgs, {out});
+  return true;
+}
+
 }  // namespace
 
 void addReductionComposites(Register add) {
+  add("histc", histc, false);
   add("var", varianceLike<false, false>, false);
   add("std", varianceLike<true, false>, false);
   add("var_mean", varianceLike<false, true>, false);

@@ -1,5 +1,6 @@
 // Order statistics from a stable sort: median, nanmedian and kthvalue,
-// values and indices as CPU picks them.
+// values and indices as CPU picks them; searchsorted and bucketize by
+// counting comparisons.
 //
 // Note [Medians from a stable sort]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -13,7 +14,23 @@
 // Where CPU's order leaves ties to its quickselect (kthvalue's equal values,
 // a nanmedian row of NaNs), the index may differ; the value never does.
 // Empty inputs and out-of-range arguments take the host tier and its error.
+//
+// Note [Search by counting]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// searchsorted and bucketize answer, for each value v, the position CPU's
+// binary search ends at in its sorted row s: the number of elements with
+// !(s >= v) (left) or !(s > v) (right). Over a sorted row without NaN that
+// predicate holds on a prefix, so counting it (one broadcast comparison of
+// every value with its whole row, then a sum) gives the same position, and
+// a NaN value counts the whole row, as the search does. A row holding NaN
+// breaks the prefix, so those calls (and sorters, mixed dtypes, shapes CPU
+// refuses) take the host tier. The comparison costs rows x values
+// elements: past kMaxCompared the host tier's binary search is the better
+// deal.
 #include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
 
 #include "dispatch/tiers/decomposition/composite.h"
 #include "dispatch/tiers/decomposition/stack_args.h"
@@ -105,9 +122,72 @@ bool kthvalue(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// Comparisons one search may make (Note [Search by counting]).
+constexpr int64_t kMaxCompared = int64_t{1} << 24;
+
+// The positions of @p values in the sorted rows of @p seq (1-D, or the same
+// leading dims as values), or nullopt when the counting does not apply.
+std::optional<at::Tensor> searchByCounting(const at::Tensor& seq, const at::Tensor& values,
+                                           bool right, bool out_int32) {
+  if (!seq.defined() || !values.defined() || !seq.device().is_privateuseone() ||
+      values.device() != seq.device() || values.scalar_type() != seq.scalar_type() ||
+      seq.dim() == 0 || seq.is_complex() || seq.scalar_type() == at::kBool)
+    return std::nullopt;
+  const bool batched = seq.dim() > 1;
+  if (batched && (values.dim() != seq.dim() ||
+                  seq.sizes().slice(0, seq.dim() - 1) != values.sizes().slice(0, values.dim() - 1)))
+    return std::nullopt;  // CPU's error
+  if (seq.size(-1) * std::max<int64_t>(values.numel(), 1) > kMaxCompared) return std::nullopt;
+  if (seq.is_floating_point() && at::isnan(seq).any().item<bool>()) return std::nullopt;
+  const at::Tensor s = batched ? seq.unsqueeze(-2) : seq;
+  const at::Tensor v = values.unsqueeze(-1);
+  const at::Tensor before = right ? at::logical_not(at::gt(s, v)) : at::logical_not(at::ge(s, v));
+  at::Tensor count = before.sum(-1);
+  return out_int32 ? count.to(at::kInt) : count;
+}
+
+// searchsorted.Tensor(sorted_sequence, self, *, out_int32, right, side, sorter).
+bool searchsorted(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 6;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isBool() || !a[3].isBool() ||
+      !a[5].isNone())
+    return false;  // a sorter: the host tier
+  bool right = a[3].toBool();
+  if (a[4].isString()) {
+    const std::string side = a[4].toStringRef();
+    if (side != "left" && side != "right") return false;  // CPU's error
+    if (right && side == "left") return false;            // CPU's error
+    right = side == "right";
+  } else if (!a[4].isNone()) {
+    return false;
+  }
+  std::optional<at::Tensor> found =
+      searchByCounting(a[0].toTensor(), a[1].toTensor(), right, a[2].toBool());
+  if (!found) return false;
+  replaceArgs(stack, kArgs, {*found});
+  return true;
+}
+
+// bucketize.Tensor(self, boundaries, *, out_int32, right): boundaries is 1-D.
+bool bucketize(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isBool() || !a[3].isBool() ||
+      a[1].toTensor().dim() != 1)
+    return false;
+  std::optional<at::Tensor> found =
+      searchByCounting(a[1].toTensor(), a[0].toTensor(), a[3].toBool(), a[2].toBool());
+  if (!found) return false;
+  replaceArgs(stack, kArgs, {*found});
+  return true;
+}
+
 }  // namespace
 
 void addSelectionComposites(Register add) {
+  add("searchsorted", searchsorted, false);
+  add("bucketize", bucketize, false);
   add("median", medianAll<Pick::kMedian>, false);
   add("nanmedian", medianAll<Pick::kNanMedian>, false);
   add("median_dim", medianDim<Pick::kMedian>, false);
