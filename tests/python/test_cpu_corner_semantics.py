@@ -706,3 +706,46 @@ def test_vector_loads_of_16_bit_floats_at_any_alignment(dtype, offset):
         torch.testing.assert_close(reduce(x_d, dim=0).cpu(), reduce(x, dim=0), rtol=1e-2, atol=1e-2)
     for row in (torch.softmax, torch.log_softmax):
         torch.testing.assert_close(row(x_d, -1).cpu(), row(x, -1), rtol=1e-2, atol=1e-2)
+
+
+def _same_error(fn_cpu, fn_device):
+    with pytest.raises(RuntimeError) as cpu_error:
+        fn_cpu()
+    with pytest.raises(RuntimeError) as device_error:
+        fn_device()
+    assert str(device_error.value) == str(cpu_error.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32], ids=str)
+def test_nonzero_into_an_out_that_is_not_int64_is_cpus_error(dtype):
+    """test_shape_ops::test_nonzero: the composite's int64 result was cast
+    into any out= dtype."""
+    t = torch.tensor([[0, 1], [2, 0]])
+    _same_error(
+        lambda: torch.nonzero(t, out=torch.empty([], dtype=dtype)),
+        lambda: torch.nonzero(t.to(DEV), out=torch.empty([], dtype=dtype, device=DEV)),
+    )
+    _same_error(
+        lambda: torch.nonzero_static(t, size=2, out=torch.empty([], dtype=dtype)),
+        lambda: torch.nonzero_static(
+            t.to(DEV), size=2, out=torch.empty([], dtype=dtype, device=DEV)
+        ),
+    )
+    out = torch.empty([], dtype=torch.long, device=DEV)
+    same(torch.nonzero(t.to(DEV), out=out), torch.nonzero(t))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.int64], ids=str)
+def test_index_fill_of_a_real_tensor_with_a_complex_value_is_cpus_error(dtype):
+    """test_indexing::test_index_fill: the composite converted the complex
+    scalar (an overflow error, or True for bool) instead of refusing it."""
+    x = torch.tensor([[1, 2], [4, 5]], dtype=dtype)
+    index = torch.tensor([0])
+    _same_error(
+        lambda: x.clone().index_fill_(1, index, 1 + 1j),
+        lambda: x.to(DEV).index_fill_(1, index.to(DEV), 1 + 1j),
+    )
+    _same_error(
+        lambda: x.clone().index_fill_(1, index, torch.tensor(1 + 1j)),
+        lambda: x.to(DEV).index_fill_(1, index.to(DEV), torch.tensor(1 + 1j).to(DEV)),
+    )

@@ -110,6 +110,20 @@ void sameDtypeOut(const OverloadSchema& schema, const c10::IValue* args) {
   TORCH_CHECK(got == want, "Found dtype ", got, " but expected ", want);
 }
 
+// nonzero and nonzero_static: CPU's out= must be int64, checked before any
+// tier (a composite's result would be cast into any out). The missing space
+// is CPU's.
+constexpr char kNonzero[] = "nonzero", kNonzeroStatic[] = "nonzero_static";
+template <const char* kName>
+void longOut(const OverloadSchema& schema, const c10::IValue* args) {
+  if (schema.kind != OutKind::Out || schema.outputs.empty()) return;
+  const c10::IValue& out = args[schema.outputs.front()];
+  if (!out.isTensor()) return;
+  const at::ScalarType got = out.toTensor().scalar_type();
+  TORCH_CHECK(got == at::kLong, kName,
+              ": Expected out tensor to have scalar type Long but got scalar type", got);
+}
+
 // _index_put_impl_(self, indices, values, accumulate, unsafe).
 void indexPutValues(const OverloadSchema&, const c10::IValue* args) {
   if (!args[0].isTensor() || !args[2].isTensor()) return;
@@ -269,6 +283,8 @@ ArgumentCheck argumentCheckFor(const OpSpec& spec) {
       {"round", sameDtypeOut},
       {"bitwise_not", sameDtypeOut},
       {"index_put", indexPutValues},
+      {"nonzero", longOut<kNonzero>},
+      {"nonzero_static", longOut<kNonzeroStatic>},
       {"uniform", uniformBounds},
       {"heaviside", heavisideTypes},
       {"modified_bessel_i0", floatOrDoubleOnly<kModifiedBesselI0Cpu, 1>},

@@ -126,9 +126,11 @@ bool indexFill(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   at::Tensor value;
   if (kTensorValue) {
     if (!a[3].isTensor() || a[3].toTensor().dim() != 0) return false;
+    if (a[3].toTensor().is_complex() && !self.is_complex()) return false;  // CPU's error
     value = a[3].toTensor().to(self.device(), self.scalar_type());
   } else {
     if (!a[3].isScalar()) return false;
+    if (a[3].toScalar().isComplex() && !self.is_complex()) return false;  // CPU's error
     value = at::scalar_tensor(a[3].toScalar(), self.options());
   }
   const int64_t n = self.size(dim);
