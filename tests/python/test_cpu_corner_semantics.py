@@ -749,3 +749,32 @@ def test_index_fill_of_a_real_tensor_with_a_complex_value_is_cpus_error(dtype):
         lambda: x.clone().index_fill_(1, index, torch.tensor(1 + 1j)),
         lambda: x.to(DEV).index_fill_(1, index.to(DEV), torch.tensor(1 + 1j).to(DEV)),
     )
+
+
+@pytest.mark.parametrize("fn", [torch.linspace, torch.logspace], ids=["linspace", "logspace"])
+def test_spaced_factories_into_a_strided_out_of_the_right_size(fn):
+    """test_tensor_creation_ops::test_linspace: an out= view that already
+    holds `steps` elements keeps its shape and strides (the composite
+    resized it to 1-D and wrote past the view); one that overlaps itself is
+    CPU's error (test_linlogspace_mem_overlap)."""
+    x_cpu, x_dev = torch.zeros(2, 3), torch.zeros(2, 3, device=DEV)
+    y_cpu = fn(0, 3, 4, out=x_cpu.narrow(1, 1, 2))
+    y_dev = fn(0, 3, 4, out=x_dev.narrow(1, 1, 2))
+    same(x_dev, x_cpu)
+    same(y_dev, y_cpu)
+    assert y_dev.stride() == y_cpu.stride()
+    _same_error(
+        lambda: fn(1, 10, 10, out=torch.rand(1).expand(10)),
+        lambda: fn(1, 10, 10, out=torch.rand(1, device=DEV).expand(10)),
+    )
+
+
+@pytest.mark.parametrize("fn", [torch.complex, torch.polar], ids=["complex", "polar"])
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_complex_parts_into_a_real_out_is_cpus_error(fn, dtype):
+    """test_tensor_creation_ops::test_torch_complex_out_dtype_error."""
+    a = torch.tensor([1, 2], dtype=dtype)
+    _same_error(
+        lambda: fn(a, a, out=torch.zeros(2, dtype=dtype)),
+        lambda: fn(a.to(DEV), a.to(DEV), out=torch.zeros(2, dtype=dtype, device=DEV)),
+    )

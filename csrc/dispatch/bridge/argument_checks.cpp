@@ -124,6 +124,19 @@ void longOut(const OverloadSchema& schema, const c10::IValue* args) {
               ": Expected out tensor to have scalar type Long but got scalar type", got);
 }
 
+// complex and polar: CPU's out= must be the complex type of the parts
+// (the composite's result would be cast into any out).
+void complexOut(const OverloadSchema& schema, const c10::IValue* args) {
+  if (schema.kind != OutKind::Out || schema.outputs.empty() || !args[0].isTensor()) return;
+  const c10::IValue& out = args[schema.outputs.front()];
+  if (!out.isTensor()) return;
+  const at::ScalarType parts = args[0].toTensor().scalar_type();
+  if (parts != at::kFloat && parts != at::kDouble && parts != at::kHalf) return;  // host's errors
+  const at::ScalarType want = c10::toComplexType(parts), got = out.toTensor().scalar_type();
+  TORCH_CHECK(got == want, "Expected object of scalar type ", want, " but got scalar type ", got,
+              " for argument 'out'");
+}
+
 // _index_put_impl_(self, indices, values, accumulate, unsafe).
 void indexPutValues(const OverloadSchema&, const c10::IValue* args) {
   if (!args[0].isTensor() || !args[2].isTensor()) return;
@@ -284,6 +297,8 @@ ArgumentCheck argumentCheckFor(const OpSpec& spec) {
       {"bitwise_not", sameDtypeOut},
       {"index_put", indexPutValues},
       {"nonzero", longOut<kNonzero>},
+      {"complex", complexOut},
+      {"polar", complexOut},
       {"nonzero_static", longOut<kNonzeroStatic>},
       {"uniform", uniformBounds},
       {"heaviside", heavisideTypes},

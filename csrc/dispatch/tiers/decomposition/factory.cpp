@@ -13,6 +13,7 @@
 // outs take the host tier (CPU rounds every step in the 16-bit type), and
 // so do integer logspace outs.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 
 #include "dispatch/tiers/decomposition/composite.h"
 #include "dispatch/tiers/decomposition/stack_args.h"
@@ -81,13 +82,16 @@ bool spaced(const c10::OperatorHandle&, torch::jit::Stack* stack) {
     return integral ? static_cast<double>(v.to<int64_t>()) : v.toDouble();
   };
   const double start = end_value(a[0].toScalar()), end = end_value(a[1].toScalar());
-  out.resize_({steps});
+  // CPU keeps an out that already holds `steps` elements as it is (a strided
+  // view too, written in row-major order) and refuses one that overlaps itself.
+  if (out.numel() != steps) out.resize_({steps});
+  at::assert_no_internal_overlap(out);
   if (steps > 0) {
     at::Tensor points = steps == 1
                             ? at::full({1}, start, out.options().dtype(at::kDouble))
                             : linearPoints(start, end, steps, out, integral ? at::kDouble : dtype);
     if (kLog) points = at::pow(a[3].toScalar().toDouble(), points.to(at::kDouble));
-    out.copy_(points);
+    out.copy_(points.view(out.sizes()));
   }
   returnOut(stack, kArgs, out);
   return true;
