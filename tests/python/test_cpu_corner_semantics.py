@@ -778,3 +778,25 @@ def test_complex_parts_into_a_real_out_is_cpus_error(fn, dtype):
         lambda: fn(a, a, out=torch.zeros(2, dtype=dtype)),
         lambda: fn(a.to(DEV), a.to(DEV), out=torch.zeros(2, dtype=dtype, device=DEV)),
     )
+
+
+@pytest.mark.parametrize("out_int32", [False, True])
+def test_search_into_an_out_of_the_other_index_type_is_cpus_error(out_int32):
+    """test_reductions::test_bucketization: the composites' indices were cast
+    into an out= of any dtype."""
+    v = torch.tensor([1.0, 2.0, 3.0])
+    for dtype in (torch.int64 if out_int32 else torch.int32, torch.float32):
+        _same_error(
+            lambda d=dtype: torch.searchsorted(
+                v, v, out=torch.empty(3, dtype=d), out_int32=out_int32
+            ),
+            lambda d=dtype: torch.searchsorted(
+                v.to(DEV), v.to(DEV), out=torch.empty(3, dtype=d, device=DEV), out_int32=out_int32
+            ),
+        )
+        _same_error(
+            lambda d=dtype: torch.bucketize(v, v, out=torch.empty(3, dtype=d), out_int32=out_int32),
+            lambda d=dtype: torch.bucketize(
+                v.to(DEV), v.to(DEV), out=torch.empty(3, dtype=d, device=DEV), out_int32=out_int32
+            ),
+        )

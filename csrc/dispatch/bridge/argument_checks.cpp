@@ -137,6 +137,21 @@ void complexOut(const OverloadSchema& schema, const c10::IValue* args) {
               " for argument 'out'");
 }
 
+// searchsorted and bucketize (out_int32 is argument 2 of both): CPU's out=
+// is int32 or int64 as out_int32 says.
+void searchOut(const OverloadSchema& schema, const c10::IValue* args) {
+  if (schema.kind != OutKind::Out || schema.outputs.empty() || !args[2].isBool()) return;
+  const c10::IValue& out = args[schema.outputs.front()];
+  if (!out.isTensor()) return;
+  const bool int32 = args[2].toBool();
+  const at::ScalarType got = out.toTensor().scalar_type();
+  TORCH_CHECK(got == (int32 ? at::kInt : at::kLong),
+              "torch.searchsorted(): output tensor's dtype is wrong, it can only be Int(int32) or "
+              "Long(int64) depending on whether out_int32 flag is True, but we got output "
+              "tensor's dtype ",
+              got, " and out_int32 flag is ", int32 ? "True" : "False");
+}
+
 // _index_put_impl_(self, indices, values, accumulate, unsafe).
 void indexPutValues(const OverloadSchema&, const c10::IValue* args) {
   if (!args[0].isTensor() || !args[2].isTensor()) return;
@@ -298,6 +313,8 @@ ArgumentCheck argumentCheckFor(const OpSpec& spec) {
       {"index_put", indexPutValues},
       {"nonzero", longOut<kNonzero>},
       {"complex", complexOut},
+      {"searchsorted", searchOut},
+      {"bucketize", searchOut},
       {"polar", complexOut},
       {"nonzero_static", longOut<kNonzeroStatic>},
       {"uniform", uniformBounds},
