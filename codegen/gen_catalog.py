@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - a build-environment problem
 
 FAMILIES = {
     "pointwise", "reduction", "normalization", "gemm", "convolution", "pooling",
-    "index", "shape", "random", "loss", "optimizer", "fft",
+    "index", "shape", "random", "loss", "optimizer", "fft", "linalg",
 }
 DTYPES = [
     "bool", "uint8", "int8", "int16", "int32", "int64",

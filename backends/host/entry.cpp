@@ -24,8 +24,9 @@ flagosVendorTables makeTables() {
   t.compiler = compilerTable();            // "c": generated kernels via the system cc
   // host-shm: one rank per process of this machine (collectives.cpp)
   t.collectives = coll::collectiveTable();
-  t.trace = traceTable();  // host clock around each task (trace.cpp)
-  t.fft = fftTable();      // KISS FFT, if built with it (fft.cpp)
+  t.trace = traceTable();    // host clock around each task (trace.cpp)
+  t.fft = fftTable();        // KISS FFT, if built with it (fft.cpp)
+  t.linalg = linalgTable();  // OpenBLAS's LAPACK (linalg.cpp)
   return t;
 }
 

@@ -119,6 +119,8 @@ const flagosCompilerTable* compilerTable();
 const flagosTraceTable* traceTable();
 // The FFT library slot over KISS FFT, or nullptr when built without it (fft.cpp).
 const flagosFftTable* fftTable();
+// The linear-algebra library slot over OpenBLAS's LAPACK (linalg.cpp).
+const flagosLinalgTable* linalgTable();
 
 // Checks a stream handle passed to @p call; records the message on failure
 // (flagosStream_st::kMagic, kit/flagos_kit/handle.h).

@@ -53,6 +53,24 @@ py::dict backendInfo() {
   info["collectives"] =
       t.collectives ? py::object(py::str(t.collectives->library_name)) : py::none();
   info["fft"] = t.fft ? py::object(py::str(t.fft->library)) : py::none();
+  info["linalg"] = py::none();
+  if (t.linalg != nullptr) {
+    // The library and the members it fills (linalg.h: each is optional).
+    const flagosLinalgTable& l = *t.linalg;
+    std::vector<std::string> members;
+    const std::pair<const char*, bool> all[] = {
+        {"getrf", l.getrf != nullptr}, {"getrs", l.getrs != nullptr},
+        {"potrf", l.potrf != nullptr}, {"trsm", l.trsm != nullptr},
+        {"geqrf", l.geqrf != nullptr}, {"orgqr", l.orgqr != nullptr},
+        {"ormqr", l.ormqr != nullptr}, {"gesvd", l.gesvd != nullptr},
+        {"syevd", l.syevd != nullptr}};
+    for (const auto& [name, filled] : all)
+      if (filled) members.emplace_back(name);
+    py::dict d;
+    d["library"] = l.library;
+    d["members"] = members;
+    info["linalg"] = d;
+  }
   info["device_activity"] = profilerDeviceActivity();
   info["kineto_profiler"] = kinetoProfilerBuilt();
   py::list devices;

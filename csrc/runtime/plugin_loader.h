@@ -41,6 +41,7 @@ struct Plugin {
   flagosCollectiveTable collectives{};
   flagosTraceTable trace{};
   flagosFftTable fft{};
+  flagosLinalgTable linalg{};
   flagosProbeInfo probe{};
   CandidateReport report;
 };

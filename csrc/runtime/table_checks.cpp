@@ -181,7 +181,7 @@ bool checkTables(Plugin& p, std::string& why) {
                  FLAGOS_MEMBER(x, groupStart), FLAGOS_MEMBER(x, groupEnd)},
                 why);
           }) &&
-      // trace (ABI 1.2) and fft (ABI 1.3) read as NULL from an older plugin:
+      // trace (ABI 1.2), fft (ABI 1.3) and linalg (ABI 1.4) read as NULL from an older plugin:
       // the loader zeroed what lies past its struct_size.
       optionalTable(t.trace, p.trace, FLAGOS_END_OF(flagosTraceTable, drain), "trace", why,
                     [&](const flagosTraceTable& r) {
@@ -197,6 +197,11 @@ bool checkTables(Plugin& p, std::string& why) {
                                         {FLAGOS_MEMBER(f, library), FLAGOS_MEMBER(f, planCreate),
                                          FLAGOS_MEMBER(f, execute), FLAGOS_MEMBER(f, planDestroy)},
                                         why);
+                    }) &&
+      // Every linalg member but the name is optional (linalg.h).
+      optionalTable(t.linalg, p.linalg, FLAGOS_END_OF(flagosLinalgTable, library), "linalg", why,
+                    [&](const flagosLinalgTable& l) {
+                      return requireAll("linalg", {FLAGOS_MEMBER(l, library)}, why);
                     });
   if (!ok) return false;
   // From here on the core only ever reads the normalized copies.
@@ -208,6 +213,7 @@ bool checkTables(Plugin& p, std::string& why) {
   p.tables.collectives = t.collectives ? &p.collectives : nullptr;
   p.tables.trace = t.trace ? &p.trace : nullptr;
   p.tables.fft = t.fft ? &p.fft : nullptr;
+  p.tables.linalg = t.linalg ? &p.linalg : nullptr;
   return true;
 }
 #undef FLAGOS_MEMBER

@@ -29,6 +29,8 @@
  *       device activity for torch.profiler.
  *  1.3  flagosVendorTables.fft, the optional FFT library slot (fft.h):
  *       torch.fft on the device through the vendor's FFT library.
+ *  1.4  flagosVendorTables.linalg, the optional linear-algebra library slot
+ *       (linalg.h): torch.linalg on the device through the vendor's LAPACK.
  *
  * Rules for every call in every table:
  *  - returns a flagosStatus_t (status.h) and writes results through
@@ -53,6 +55,7 @@
  *   collectives.h  optional collective-communication library
  *   trace.h        optional device-activity tracing (torch.profiler)
  *   fft.h          optional FFT library slot (torch.fft)
+ *   linalg.h       optional linear-algebra library slot (torch.linalg)
  */
 #ifndef FLAGOS_VENDOR_H_
 #define FLAGOS_VENDOR_H_
@@ -62,6 +65,7 @@
 #include "flagos/device.h"
 #include "flagos/fft.h"
 #include "flagos/kernel.h"
+#include "flagos/linalg.h"
 #include "flagos/memory.h"
 #include "flagos/status.h"
 #include "flagos/stream.h"
@@ -74,7 +78,7 @@ extern "C" {
 /** ABI major version of these headers. */
 #define FLAGOS_ABI_VERSION_MAJOR 1
 /** ABI minor version of these headers. */
-#define FLAGOS_ABI_VERSION_MINOR 3
+#define FLAGOS_ABI_VERSION_MINOR 4
 
 /** Name of the one symbol a plugin exports (the major is in the name, so a
  * library built for another major is found to lack it). */
@@ -134,6 +138,10 @@ typedef struct flagosVendorTables {
   /** Optional, ABI 1.3 (NULL, or absent from an older plugin's struct_size: torch.fft takes
    * the host tier). The vendor's FFT library (fft.h). */
   const flagosFftTable* fft;
+
+  /** Optional, ABI 1.4 (NULL, or absent from an older plugin's struct_size: torch.linalg
+   * takes the host tier). The vendor's dense linear algebra (linalg.h). */
+  const flagosLinalgTable* linalg;
 } flagosVendorTables;
 
 /** Type of the entry point. The core passes the ABI version it speaks and a

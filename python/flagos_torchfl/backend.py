@@ -216,6 +216,7 @@ def backend_info(verbose: bool = True) -> dict[str, Any]:
         "kernel_cache": kernel_cache_stats(),
         "collectives": raw["collectives"] or "host (gloo)",
         "fft": raw.get("fft"),
+        "linalg": raw.get("linalg"),
         "device_activity": bool(raw.get("device_activity")),
         "kineto_profiler": bool(raw.get("kineto_profiler")),
         "comm": distributed.comm_info(),
@@ -253,6 +254,12 @@ def format_backend_info(info: dict[str, Any]) -> str:
         ["kernel cache", format_kernel_cache(info["kernel_cache"])],
         ["collectives", info["collectives"]],
         ["fft library", info.get("fft") or "none (torch.fft takes the host tier)"],
+        [
+            "linalg library",
+            f"{info['linalg']['library']} ({', '.join(info['linalg']['members'])})"
+            if info.get("linalg")
+            else "none (torch.linalg takes the host tier)",
+        ],
         [
             "profiler",
             "device activity (torch.profiler, PrivateUse1)"

@@ -148,7 +148,7 @@ def test_backend_info_describes_the_running_backend(capsys):
     json.dumps(info)  # plain data
     assert info["device_type"] == "flagos"
     assert info["backend"] == "host"
-    assert info["abi"] == "1.3"
+    assert info["abi"] == "1.4"
     assert info["sdk"] == "host" and info["sdk_version"]
     assert info["plugin_path"].endswith("libflagos_host.so")
     assert info["device_count"] == len(info["devices"]) == torch.flagos.device_count()
@@ -166,9 +166,10 @@ def test_backend_info_describes_the_running_backend(capsys):
         "device type",
         "flagos",
         "host",
-        "ABI 1.3",
+        "ABI 1.4",
         "collectives",
         "fft library",
+        "linalg library",
         "discovery",
     ):
         assert words in printed

@@ -25,7 +25,8 @@ enum class Family : uint8_t {
   Random,
   Loss,
   Optimizer,
-  Fft,  // torch.fft's primitives: the FFT library slot (include/flagos/fft.h)
+  Fft,     // torch.fft's primitives: the FFT library slot (include/flagos/fft.h)
+  Linalg,  // torch.linalg: composites over the linear-algebra library slot (linalg.h)
 };
 
 // How a schema argument becomes flagosScalar values (catalog `scalars`).

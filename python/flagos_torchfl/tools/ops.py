@@ -146,11 +146,46 @@ def _in_place(name: str) -> bool:
 PREDICTED_TIERS = ("native", "generated", "decomposition", "fallback")
 FAMILIES = (
     "pointwise", "reduction", "normalization", "gemm", "convolution", "pooling", "index",
-    "shape", "random", "loss", "optimizer", "fft",
+    "shape", "random", "loss", "optimizer", "fft", "linalg",
 )  # fmt: skip
-# The plugin's library slots (include/flagos/fft.h): backend_info() key ->
-# what its operators take when the slot is empty.
-LIBRARY_SLOTS = {"fft": "torch.fft takes the host tier"}
+# The plugin's library slots (include/flagos/fft.h, linalg.h): backend_info()
+# key -> what its operators take when the slot is empty.
+LIBRARY_SLOTS = {
+    "fft": "torch.fft takes the host tier",
+    "linalg": "torch.linalg takes the host tier",
+}
+# The linear-algebra slot's members (all optional) each linalg composite
+# calls (csrc/dispatch/tiers/decomposition/linalg_*.cpp): without them it
+# takes the host tier.
+LINALG_MEMBERS = {
+    "linalg_lu_factor": ("getrf",),
+    "linalg_lu": ("getrf",),
+    "lu_unpack": (),
+    "linalg_lu_solve": ("getrs",),
+    "linalg_solve": ("getrf", "getrs"),
+    "linalg_inv": ("getrf", "getrs"),
+    "linalg_det": ("getrf",),
+    "linalg_slogdet": ("getrf",),
+    "linalg_cholesky": ("potrf",),
+    "cholesky": ("potrf",),
+    "cholesky_solve": ("trsm",),
+    "cholesky_inverse": ("trsm",),
+    "triangular_solve": ("trsm",),
+    "linalg_solve_triangular": ("trsm",),
+    "geqrf": ("geqrf",),
+    "householder_product": ("orgqr",),
+    "ormqr": ("ormqr",),
+    "linalg_qr": ("geqrf", "orgqr"),
+    "linalg_svd": ("gesvd",),
+    "linalg_eigh": ("syevd",),
+}
+
+
+def slot_text(value: Any) -> str | None:
+    """A backend_info() library-slot entry as one line (None: the slot is empty)."""
+    if isinstance(value, dict):
+        return f"{value['library']} ({', '.join(value['members']) or 'no members'})"
+    return value
 
 
 def _local_support(probe: bool = False, family: str | None = None) -> dict[str, Any]:
@@ -164,6 +199,11 @@ def _local_support(probe: bool = False, family: str | None = None) -> dict[str, 
     entries = _catalog_yaml()
 
     tiers: dict[str, str] = {}
+    linalg_members = set((info.get("linalg") or {}).get("members", ()))
+
+    def linalg_ready(op_id: str) -> bool:
+        needs = LINALG_MEMBERS.get(op_id, ())
+        return all(m in linalg_members for m in needs)
 
     def tier(name: str) -> str:
         if name in tiers:
@@ -182,7 +222,7 @@ def _local_support(probe: bool = False, family: str | None = None) -> dict[str, 
         elif op_id in kernels["composite"] and (
             not _in_place(name) or op_id in kernels["in_place_composite"]
         ):
-            result = "decomposition"
+            result = "decomposition" if linalg_ready(op_id) else "fallback"
         elif entries.get(op_id, {}).get("decompose", True) is False or not (cea or ceanf):
             result = "fallback"
         elif (cea or ceanf) and out in overloads and out != name:
@@ -225,7 +265,7 @@ def _local_support(probe: bool = False, family: str | None = None) -> dict[str, 
         "torch_version": info["torch_version"],
         "catalog": bool(overloads),
         "native_ids": sorted(native),
-        "library_slots": {slot: info.get(slot) for slot in LIBRARY_SLOTS},
+        "library_slots": {slot: slot_text(info.get(slot)) for slot in LIBRARY_SLOTS},
         "ops": list(by_id.values()),
         "overloads": dict(sorted(tiers.items())),
         "summary": {"semantic_ops": len(by_id), "overloads": len(tiers), "tiers": summary},

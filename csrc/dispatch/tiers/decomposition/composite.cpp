@@ -36,6 +36,9 @@ const Composite* findComposite(const char* id) {
     addResamplingComposites(add);
     addFactoryComposites(add);
     addSelectionComposites(add);
+    addLinalgLuComposites(add);
+    addLinalgTriangularComposites(add);
+    addLinalgOrthogonalComposites(add);
     return true;
   }();
   (void)filled;
