@@ -102,7 +102,11 @@ def run_suite(
     reports: Path | None,
 ) -> dict[str, str]:
     """{generic test name: passed|failed|skipped} of one suite on one device."""
-    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+    # Absolute entries: pytest runs in a temporary directory.
+    inherited = [
+        os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
+    ]
+    path = os.pathsep.join([str(HERE), *inherited])
     env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=device, PYTHONPATH=path)
     if device == "flagos":
         env["FLAGOS_BACKEND"] = backend
@@ -110,7 +114,7 @@ def run_suite(
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "junit.xml"
-        subprocess.run(
+        proc = subprocess.run(
             [
                 sys.executable,
                 "-m",
@@ -128,12 +132,14 @@ def run_suite(
             env=env,
             cwd=tmp,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
             timeout=timeout,
             check=False,
         )
         if not report.exists():
-            raise SystemExit(f"{suite} on {device}: no report (the run crashed)")
+            tail = "\n".join(proc.stderr.splitlines()[-20:])
+            raise SystemExit(f"{suite} on {device}: no report (the run crashed):\n{tail}")
         if reports is not None:
             reports.mkdir(parents=True, exist_ok=True)
             shutil.copy(report, reports / f"{suite}-{device}.xml")
