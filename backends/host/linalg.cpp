@@ -12,7 +12,8 @@
 // length argument gfortran appends for each character argument. Workspace
 // is asked for once per task (lwork = -1) and lives in the task. SVD is
 // gesdd (divide and conquer), the driver torch.linalg.svd takes on CPU by
-// default; the symmetric eigensolver is syevd. float32 and float64 only:
+// default; the symmetric eigensolver is syevd; geev writes LAPACK's real
+// eigenvector pairs as the slot's complex columns. float32 and float64 only:
 // complex dtypes are declined (FLAGOS_ERROR_NOT_SUPPORTED) and take the host
 // tier, as do sizes past LAPACK's 32-bit integers.
 #include <cblas.h>  // OPENBLAS_VERSION
@@ -66,6 +67,20 @@ void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int*
 void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
              float* work, const int* lwork, int* iwork, const int* liwork, int* info, size_t,
              size_t);
+void sgeev_(const char* jobvl, const char* jobvr, const int* n, float* a, const int* lda, float* wr,
+            float* wi, float* vl, const int* ldvl, float* vr, const int* ldvr, float* work,
+            const int* lwork, int* info, size_t, size_t);
+void dgeev_(const char* jobvl, const char* jobvr, const int* n, double* a, const int* lda,
+            double* wr, double* wi, double* vl, const int* ldvl, double* vr, const int* ldvr,
+            double* work, const int* lwork, int* info, size_t, size_t);
+void ssytrf_(const char* uplo, const int* n, float* a, const int* lda, int* ipiv, float* work,
+             const int* lwork, int* info, size_t);
+void dsytrf_(const char* uplo, const int* n, double* a, const int* lda, int* ipiv, double* work,
+             const int* lwork, int* info, size_t);
+void ssytrs_(const char* uplo, const int* n, const int* nrhs, const float* a, const int* lda,
+             const int* ipiv, float* b, const int* ldb, int* info, size_t);
+void dsytrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda,
+             const int* ipiv, double* b, const int* ldb, int* info, size_t);
 void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
              double* work, const int* lwork, int* iwork, const int* liwork, int* info, size_t,
              size_t);
@@ -142,6 +157,33 @@ void syevd(char jobz, char uplo, int n, float* a, int lda, float* w, float* work
 void syevd(char jobz, char uplo, int n, double* a, int lda, double* w, double* work, int lwork,
            int* iwork, int liwork, int* info) {
   dsyevd_(&jobz, &uplo, &n, a, &lda, w, work, &lwork, iwork, &liwork, info, 1, 1);
+}
+
+void geev(char jobvr, int n, float* a, int lda, float* wr, float* wi, float* vr, int ldvr,
+          float* work, int lwork, int* info) {
+  const char no = 'N';
+  const int one = 1;
+  sgeev_(&no, &jobvr, &n, a, &lda, wr, wi, nullptr, &one, vr, &ldvr, work, &lwork, info, 1, 1);
+}
+void geev(char jobvr, int n, double* a, int lda, double* wr, double* wi, double* vr, int ldvr,
+          double* work, int lwork, int* info) {
+  const char no = 'N';
+  const int one = 1;
+  dgeev_(&no, &jobvr, &n, a, &lda, wr, wi, nullptr, &one, vr, &ldvr, work, &lwork, info, 1, 1);
+}
+void sytrf(char uplo, int n, float* a, int lda, int* ipiv, float* work, int lwork, int* info) {
+  ssytrf_(&uplo, &n, a, &lda, ipiv, work, &lwork, info, 1);
+}
+void sytrf(char uplo, int n, double* a, int lda, int* ipiv, double* work, int lwork, int* info) {
+  dsytrf_(&uplo, &n, a, &lda, ipiv, work, &lwork, info, 1);
+}
+void sytrs(char uplo, int n, int nrhs, const float* a, int lda, const int* ipiv, float* b, int ldb,
+           int* info) {
+  ssytrs_(&uplo, &n, &nrhs, a, &lda, ipiv, b, &ldb, info, 1);
+}
+void sytrs(char uplo, int n, int nrhs, const double* a, int lda, const int* ipiv, double* b,
+           int ldb, int* info) {
+  dsytrs_(&uplo, &n, &nrhs, a, &lda, ipiv, b, &ldb, info, 1);
 }
 
 // The optimal workspace LAPACK answered to lwork = -1 (it writes it as a real).
@@ -452,6 +494,93 @@ const char* libraryName() {
 #endif
 }
 
+// geev: LAPACK's real outputs (wr, wi; real eigenvector columns, a
+// conjugate pair j, j + 1 stored as its real and imaginary parts) written
+// as the slot's complex w and v.
+flagosStatus_t lGeev(flagosStream_t stream, flagosDtype_t dtype, int32_t vectors, int64_t batch,
+                     int64_t n, flagosLinalgArray a, flagosLinalgArray w, flagosLinalgArray v,
+                     int32_t* info) {
+  return guard("linalg geev", [&]() -> flagosStatus_t {
+    Check c("geev");
+    if (!c.dtype(dtype) || !c.sizes({batch, n}) || !c.matrix("a", a, batch, n, n) ||
+        !c.vector("w", w, batch, n) || !c.pointer("info", info) ||
+        (vectors && !c.matrix("v", v, batch, n, n)))
+      return c.status();
+    return enqueue(stream, dtype, bytes(dtype, batch * n * n * 4), [=](auto zero) {
+      using T = decltype(zero);
+      const int ni = static_cast<int>(n);
+      const char jobvr = vectors ? 'V' : 'N';
+      std::vector<T> wr(n), wi(n), vr(vectors ? n * n : 1);
+      T query = 0;
+      geev(jobvr, ni, at<T>(a, 0), ld(a), wr.data(), wi.data(), vr.data(), vectors ? ni : 1, &query,
+           -1, info);
+      std::vector<T> work(workSize(query));
+      for (int64_t i = 0; i < batch; ++i) {
+        geev(jobvr, ni, at<T>(a, i), ld(a), wr.data(), wi.data(), vr.data(), vectors ? ni : 1,
+             work.data(), static_cast<int>(work.size()), info + i);
+        T* wc = static_cast<T*>(w.data) + 2 * i * w.stride;
+        for (int64_t j = 0; j < n; ++j) {
+          wc[2 * j] = wr[j];
+          wc[2 * j + 1] = wi[j];
+        }
+        if (!vectors) continue;
+        T* vc = static_cast<T*>(v.data) + 2 * i * v.stride;
+        for (int64_t j = 0; j < n; ++j) {
+          T* col = vc + 2 * j * v.ld;
+          const bool pair = wi[j] != 0 && j + 1 < n;
+          for (int64_t r = 0; r < n; ++r) {
+            col[2 * r] = vr[j * n + r];
+            col[2 * r + 1] = pair ? vr[(j + 1) * n + r] : T(0);
+            if (pair) {  // the conjugate column
+              col[2 * (v.ld + r)] = vr[j * n + r];
+              col[2 * (v.ld + r) + 1] = -vr[(j + 1) * n + r];
+            }
+          }
+          if (pair) ++j;
+        }
+      }
+    });
+  });
+}
+
+flagosStatus_t lSytrf(flagosStream_t stream, flagosDtype_t dtype, int32_t upper, int64_t batch,
+                      int64_t n, flagosLinalgArray a, flagosLinalgArray ipiv, int32_t* info) {
+  return guard("linalg sytrf", [&]() -> flagosStatus_t {
+    Check c("sytrf");
+    if (!c.dtype(dtype) || !c.sizes({batch, n}) || !c.matrix("a", a, batch, n, n) ||
+        !c.vector("ipiv", ipiv, batch, n) || !c.pointer("info", info))
+      return c.status();
+    return enqueue(stream, dtype, bytes(dtype, batch * n * n), [=](auto zero) {
+      using T = decltype(zero);
+      const int ni = static_cast<int>(n);
+      T query = 0;
+      sytrf(uploChar(upper), ni, at<T>(a, 0), ld(a), pivotsAt(ipiv, 0), &query, -1, info);
+      std::vector<T> work(workSize(query));
+      for (int64_t i = 0; i < batch; ++i)
+        sytrf(uploChar(upper), ni, at<T>(a, i), ld(a), pivotsAt(ipiv, i), work.data(),
+              static_cast<int>(work.size()), info + i);
+    });
+  });
+}
+
+flagosStatus_t lSytrs(flagosStream_t stream, flagosDtype_t dtype, int32_t upper, int64_t batch,
+                      int64_t n, int64_t nrhs, flagosLinalgArray a, flagosLinalgArray ipiv,
+                      flagosLinalgArray b) {
+  return guard("linalg sytrs", [&]() -> flagosStatus_t {
+    Check c("sytrs");
+    if (!c.dtype(dtype) || !c.sizes({batch, n, nrhs}) || !c.matrix("a", a, batch, n, n) ||
+        !c.vector("ipiv", ipiv, batch, n) || !c.matrix("b", b, batch, n, nrhs))
+      return c.status();
+    return enqueue(stream, dtype, bytes(dtype, batch * n * (n + nrhs)), [=](auto zero) {
+      using T = decltype(zero);
+      int info = 0;
+      for (int64_t i = 0; i < batch; ++i)
+        sytrs(uploChar(upper), static_cast<int>(n), static_cast<int>(nrhs), at<T>(a, i), ld(a),
+              pivotsAt(ipiv, i), at<T>(b, i), ld(b), &info);
+    });
+  });
+}
+
 }  // namespace
 
 const flagosLinalgTable* linalgTable() {
@@ -468,6 +597,9 @@ const flagosLinalgTable* linalgTable() {
     t.ormqr = lOrmqr;
     t.gesvd = lGesvd;
     t.syevd = lSyevd;
+    t.geev = lGeev;
+    t.sytrf = lSytrf;
+    t.sytrs = lSytrs;
     return t;
   }();
   return &table;

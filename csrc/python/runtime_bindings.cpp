@@ -63,7 +63,8 @@ py::dict backendInfo() {
         {"potrf", l.potrf != nullptr}, {"trsm", l.trsm != nullptr},
         {"geqrf", l.geqrf != nullptr}, {"orgqr", l.orgqr != nullptr},
         {"ormqr", l.ormqr != nullptr}, {"gesvd", l.gesvd != nullptr},
-        {"syevd", l.syevd != nullptr}};
+        {"syevd", l.syevd != nullptr}, {"geev", l.geev != nullptr},
+        {"sytrf", l.sytrf != nullptr}, {"sytrs", l.sytrs != nullptr}};
     for (const auto& [name, filled] : all)
       if (filled) members.emplace_back(name);
     py::dict d;

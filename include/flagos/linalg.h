@@ -4,7 +4,7 @@
  * Every vendor ships its dense linear algebra as a library (cuSOLVER,
  * rocSOLVER, a LAPACK), not as kernels. This table hands the library's
  * batched LAPACK primitives to the core, which builds torch.linalg on them
- * (LU, solve, inv, det, Cholesky, QR, SVD, eigh, triangular solves, ...: see
+ * (LU, solve, inv, det, Cholesky, QR, SVD, eigh, eig, LDL, triangular solves, ...: see
  * Note [Linear algebra through the library slot] in the core). The core
  * brings every operand into the layout below first, so a member only ever
  * sees what LAPACK itself takes.
@@ -147,6 +147,34 @@ typedef struct flagosLinalgTable {
   flagosStatus_t (*syevd)(flagosStream_t stream, flagosDtype_t dtype, int32_t vectors,
                           int32_t upper, int64_t batch, int64_t n, flagosLinalgArray a,
                           flagosLinalgArray w, int32_t* info);
+
+  /** Eigenvalues and right eigenvectors of a general matrix (LAPACK geev): each n x n
+   * @p a (destroyed) gives its n eigenvalues in @p w and, with @p vectors, its eigenvectors
+   * in @p v (column j for w[j], each of unit 2-norm with its largest component real, as
+   * LAPACK normalizes them; a real matrix's conjugate pairs come positive imaginary part
+   * first). @p w and @p v are complex, of dtype's complex type for a real dtype (complex64
+   * for float32): interleaved real and imaginary parts, ld and stride counted in complex
+   * elements; @p v is not touched without @p vectors (may be NULL). @p info: 0, or > 0 when
+   * the QR algorithm did not converge. */
+  flagosStatus_t (*geev)(flagosStream_t stream, flagosDtype_t dtype, int32_t vectors, int64_t batch,
+                         int64_t n, flagosLinalgArray a, flagosLinalgArray w, flagosLinalgArray v,
+                         int32_t* info);
+
+  /** Symmetric indefinite factorization (LAPACK sytrf, Bunch-Kaufman diagonal pivoting):
+   * each symmetric n x n @p a, read from its lower (@p upper 0) or upper triangle, becomes
+   * the block-diagonal D and the multipliers of L (A = L D L^T) or U (A = U D U^T) in that
+   * triangle; @p ipiv receives the n pivots in LAPACK's encoding (> 0: a 1 x 1 block and the
+   * row interchanged with; < 0: a 2 x 2 block). @p info: 0, or i > 0 when D(i, i) is
+   * exactly zero (the factorization is complete, D singular). */
+  flagosStatus_t (*sytrf)(flagosStream_t stream, flagosDtype_t dtype, int32_t upper, int64_t batch,
+                          int64_t n, flagosLinalgArray a, flagosLinalgArray ipiv, int32_t* info);
+
+  /** Solve with a sytrf factorization (LAPACK sytrs): each n x nrhs @p b becomes the
+   * solution X of A X = B, A factored in the @p upper or lower triangle of @p a with
+   * @p ipiv. */
+  flagosStatus_t (*sytrs)(flagosStream_t stream, flagosDtype_t dtype, int32_t upper, int64_t batch,
+                          int64_t n, int64_t nrhs, flagosLinalgArray a, flagosLinalgArray ipiv,
+                          flagosLinalgArray b);
 } flagosLinalgTable;
 
 #ifdef __cplusplus

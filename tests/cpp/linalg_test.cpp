@@ -298,5 +298,82 @@ TEST(Linalg, SymmetricEigenvectors) {
     }
 }
 
+TEST(Linalg, GeneralEigenpairsAreComplex) {
+  const flagosLinalgTable* t = linalgTable();
+  if (t == nullptr || !t->geev) GTEST_SKIP() << "no geev (optional)";
+  const int64_t n = 4;
+  Batch a(n, n), work(n, n);
+  fill(a, n, n, 0.0, 8);
+  for (int64_t b = 0; b < kBatch; ++b)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < n; ++i) work.at(b, i, j) = a.at(b, i, j);
+  work.upload();
+  Vec<double> w(2 * n);  // complex: interleaved
+  const int64_t ldv = n + 1, stride = ldv * n;
+  DeviceBuffer v(0, static_cast<uint64_t>(2 * stride * kBatch) * sizeof(double));
+  Vec<int32_t> info(1);
+  Stream s(0);
+  FLAGOS_EXPECT_OK(t->geev(s.get(), FLAGOS_DTYPE_FLOAT64, 1, kBatch, n, work.arg(), {w.ptr(), 1, n},
+                           {v.get(), ldv, stride}, info.ptr()));
+  sync(s);
+  const std::vector<double> lambda = w.values();
+  std::vector<uint8_t> bytes = download(v.get(), v.size());
+  std::vector<double> vc(bytes.size() / sizeof(double));
+  std::memcpy(vc.data(), bytes.data(), bytes.size());
+  for (int32_t x : info.values()) EXPECT_EQ(0, x);
+  for (int64_t b = 0; b < kBatch; ++b)
+    for (int64_t j = 0; j < n; ++j) {  // A v = lambda v, in complex arithmetic
+      const double lr = lambda[2 * (b * n + j)], li = lambda[2 * (b * n + j) + 1];
+      const double* col = vc.data() + 2 * (b * stride + j * ldv);
+      double norm = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        double ar = 0, ai = 0;
+        for (int64_t c = 0; c < n; ++c) {
+          ar += a.at(b, i, c) * col[2 * c];
+          ai += a.at(b, i, c) * col[2 * c + 1];
+        }
+        EXPECT_NEAR(lr * col[2 * i] - li * col[2 * i + 1], ar, 1e-12);
+        EXPECT_NEAR(lr * col[2 * i + 1] + li * col[2 * i], ai, 1e-12);
+        norm += col[2 * i] * col[2 * i] + col[2 * i + 1] * col[2 * i + 1];
+      }
+      EXPECT_NEAR(1.0, norm, 1e-12);
+    }
+}
+
+TEST(Linalg, SymmetricIndefiniteSolve) {
+  const flagosLinalgTable* t = linalgTable();
+  if (t == nullptr || !t->sytrf || !t->sytrs) GTEST_SKIP() << "no sytrf/sytrs (optional)";
+  const int64_t n = 5;
+  Batch a(n, n), ld(n, n), b(n, 1), x(n, 1);
+  fill(a, n, n, 0.0, 9);
+  fill(b, n, 1, 0.0, 10);
+  for (int64_t k = 0; k < kBatch; ++k)  // symmetric and indefinite
+    for (int64_t i = 0; i < n; ++i) {
+      x.at(k, i, 0) = b.at(k, i, 0);
+      for (int64_t j = 0; j <= i; ++j) {
+        const double v = a.at(k, i, j) + a.at(k, j, i) - (i == j ? 1.0 : 0.0);
+        a.at(k, i, j) = a.at(k, j, i) = v;
+      }
+      for (int64_t j = 0; j < n; ++j) ld.at(k, i, j) = a.at(k, i, j);
+    }
+  ld.upload();
+  x.upload();
+  Vec<int32_t> piv(n), info(1);
+  Stream s(0);
+  FLAGOS_EXPECT_OK(
+      t->sytrf(s.get(), FLAGOS_DTYPE_FLOAT64, 0, kBatch, n, ld.arg(), piv.arg(), info.ptr()));
+  FLAGOS_EXPECT_OK(
+      t->sytrs(s.get(), FLAGOS_DTYPE_FLOAT64, 0, kBatch, n, 1, ld.arg(), piv.arg(), x.arg()));
+  sync(s);
+  x.download();
+  for (int32_t v : info.values()) EXPECT_EQ(0, v);
+  for (int64_t k = 0; k < kBatch; ++k)
+    for (int64_t i = 0; i < n; ++i) {
+      double ax = 0;
+      for (int64_t c = 0; c < n; ++c) ax += a.at(k, i, c) * x.at(k, c, 0);
+      EXPECT_NEAR(b.at(k, i, 0), ax, 1e-9);
+    }
+}
+
 }  // namespace
 }  // namespace conformance

@@ -15,6 +15,8 @@ the factorization they reconstruct."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from conftest import CORE_ERROR
@@ -22,6 +24,11 @@ from conftest import CORE_ERROR
 pytestmark = pytest.mark.skipif(CORE_ERROR is not None, reason=CORE_ERROR or "")
 DEV = "flagos"
 DTYPES = [torch.float32, torch.float64]
+# linalg.h's members: the host plugin fills every one.
+MEMBERS = {"getrf", "getrs", "potrf", "trsm", "geqrf", "orgqr", "ormqr", "gesvd", "syevd", "geev"}
+MEMBERS |= {"sytrf", "sytrs"}
+# The overloads built on the slot (ops/catalog.yaml, family linalg).
+LINALG = re.compile(r"linalg|cholesky|lu_|qr|svd|eig|triangular|geqrf|ormqr|householder|det")
 
 
 def slot_members() -> set[str]:
@@ -33,21 +40,13 @@ def slot_members() -> set[str]:
 
 @pytest.fixture(autouse=True)
 def tiers():
-    """Each test's device calls: none on the host tier where the slot is full;
-    where it is empty, the linalg operators take the host tier, counted."""
+    """Each test's device calls are checked by check_tiers() below."""
     import flagos_torchfl as ft
 
     torch.flagos.synchronize()
     ft.reset_op_stats()
     yield
-    stats = ft.op_stats()
-    if not stats:
-        return  # the test ran its device work in another process
-    fallbacks = {op: t["fallback"] for op, t in stats.items() if t.get("fallback")}
-    if len(slot_members()) == 9:
-        assert not fallbacks, fallbacks
-    else:
-        assert fallbacks, stats
+    check_tiers()
 
 
 def tol(dtype):
@@ -89,12 +88,36 @@ def both(fn, *args, **kwargs):
     return fn(*dev, **kwargs), fn(*args, **kwargs)
 
 
-def same_error(fn, *args, **kwargs):
+def check_tiers():
+    """The calls so far: none on the host tier where the slot is full; where it
+    is empty, the linalg operators took the host tier, counted."""
+    import flagos_torchfl as ft
+
+    stats = ft.op_stats()
+    if not stats:
+        return  # the test ran its device work in another process
+    fallbacks = {op: t["fallback"] for op, t in stats.items() if t.get("fallback")}
+    if slot_members() == MEMBERS:
+        assert not fallbacks, fallbacks
+    else:  # only the operators the slot would serve (matrix_exp needs none)
+        assert all(LINALG.search(op) for op in fallbacks), fallbacks
+
+
+def same_error(fn, *args, via_host=False, **kwargs):
+    """CPU's error on the device too. @p via_host: the composite declines the
+    call (a shape CPU refuses) and the host tier raises it: the calls before
+    are checked, and the count starts again after it."""
+    import flagos_torchfl as ft
+
     with pytest.raises(RuntimeError) as cpu:
         fn(*args, **kwargs)
+    if via_host:
+        check_tiers()
     with pytest.raises(RuntimeError) as dev:
         fn(*[a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
     assert str(dev.value) == str(cpu.value)
+    if via_host:
+        ft.reset_op_stats()
 
 
 # ------------------------------------------------------------------ LU family
@@ -331,6 +354,40 @@ def test_eigh(dtype, uplo, shape):
     same(*both(torch.linalg.eigvalsh, A, UPLO=uplo), dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5, 5), (3, 4, 4), (0, 0)])
+def test_eig_of_real_matrices_with_complex_pairs(dtype, shape):
+    """Real and complex-conjugate eigenvalues; each eigenvector LAPACK-normalized
+    (unit norm, largest component real), compared up to sign."""
+    A = general(*shape, dtype=dtype, seed=28) - shape[-1] * torch.eye(shape[-1], dtype=dtype)
+    (W, V), (Wc, Vc) = both(torch.linalg.eig, A)
+    same(W, Wc, dtype)
+    assert V.dtype == Vc.dtype and V.shape == Vc.shape and V.stride() == Vc.stride()
+    d = V.cpu()
+    phase = torch.sgn((d.conj() * Vc).sum(-2, keepdim=True))
+    torch.testing.assert_close(d * phase, Vc, **tol(dtype))
+    same(*both(torch.linalg.eigvals, A), dtype)
+    if A.numel():
+        assert (W.imag != 0).any()  # the test meets conjugate pairs
+
+
+def test_eig_of_a_non_finite_matrix_is_cpus_error():
+    A = general(3, 3)
+    A[1, 1] = float("nan")
+    same_error(torch.linalg.eig, A, via_host=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5, 5), (2, 4, 4), (0, 0)])
+def test_ldl_factor_and_solve_of_indefinite_matrices(dtype, shape):
+    A = general(*shape, dtype=dtype, seed=29)
+    A = A + A.mT - 2 * shape[-1] * torch.eye(shape[-1], dtype=dtype)  # symmetric, indefinite
+    same(*both(torch.linalg.ldl_factor_ex, A), dtype)
+    LD, piv = torch.linalg.ldl_factor(A)
+    B = general(*shape[:-1], 2, dtype=dtype, seed=30)
+    same(*both(torch.linalg.ldl_solve, LD, piv, B), dtype)
+
+
 def test_derived_operators_run_on_the_slot_too():
     """Operators PyTorch builds from these: pinv, matrix_rank, cond, norms, lstsq-free ones."""
     A = general(4, 6, seed=16)
@@ -408,4 +465,44 @@ def test_ops_reports_the_slot_and_the_tier_that_ran():
             ran,
             predicted,
         )
-        assert predicted == ("decomposition" if len(members) == 9 else "fallback")
+        assert predicted == ("decomposition" if members == MEMBERS else "fallback")
+
+
+# ------------------------------------------------- built from the primitives
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("scale", [0.01, 1.0, 9.0, 60.0])
+def test_matrix_exp_at_every_scale(dtype, scale):
+    """Small norms need no squaring, large ones several; each matrix of a
+    batch keeps its own (Note [Matrix exponential by scaling and squaring])."""
+    g = torch.Generator().manual_seed(22)
+    A = (torch.rand(3, 5, 5, generator=g, dtype=torch.float64) - 0.5) * 2 * scale / 5
+    A[1] *= 0.01  # a batch of very different norms
+    A = A.to(dtype)
+    dev, cpu = both(torch.linalg.matrix_exp, A)
+    # exp grows like e^norm: compare relative to each matrix's magnitude
+    scale_of = cpu.abs().amax(dim=(-2, -1), keepdim=True)
+    torch.testing.assert_close((dev.cpu() / scale_of), cpu / scale_of, **tol(dtype))
+    same(*both(torch.linalg.matrix_exp, A[0, :1, :1]), dtype)
+    same(*both(torch.linalg.matrix_exp, A[:0]), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
+@pytest.mark.parametrize("rows", [6, 4, 3])
+def test_lstsq_every_driver(dtype, driver, rows):
+    """Over-, exactly and under-determined, batched, with a vector right-hand
+    side: the solution, residuals, rank and singular values CPU gives."""
+    A = general(2, rows, 4, dtype=dtype, seed=23)
+    B = general(2, rows, 3, dtype=dtype, seed=24)
+    same(*both(torch.linalg.lstsq, A, B, driver=driver), dtype)
+    same(*both(torch.linalg.lstsq, A[0], B[0, :, 0], driver=driver), dtype)
+    same(*both(torch.linalg.lstsq, A, B[:1], rcond=1e-3, driver=driver), dtype)  # broadcast
+    same_error(torch.linalg.lstsq, A, B[0], driver=driver, via_host=True)  # read as vectors
+
+
+@pytest.mark.parametrize("driver", ["gelsd", "gelss"])
+def test_lstsq_of_a_rank_deficient_matrix_reports_its_rank(driver):
+    A = general(6, 2, seed=25) @ general(2, 4, seed=26)  # rank 2
+    same(*both(torch.linalg.lstsq, A, general(6, 2, seed=27), driver=driver), torch.float64)

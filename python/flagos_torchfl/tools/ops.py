@@ -178,6 +178,12 @@ LINALG_MEMBERS = {
     "linalg_qr": ("geqrf", "orgqr"),
     "linalg_svd": ("gesvd",),
     "linalg_eigh": ("syevd",),
+    "linalg_matrix_exp": (),
+    "linalg_lstsq": ("gesvd",),
+    "linalg_eig": ("geev",),
+    "linalg_eigvals": ("geev",),
+    "linalg_ldl_factor": ("sytrf",),
+    "linalg_ldl_solve": ("sytrs",),
 }
 
 

@@ -39,6 +39,7 @@ const Composite* findComposite(const char* id) {
     addLinalgLuComposites(add);
     addLinalgTriangularComposites(add);
     addLinalgOrthogonalComposites(add);
+    addLinalgFunctionComposites(add);
     return true;
   }();
   (void)filled;

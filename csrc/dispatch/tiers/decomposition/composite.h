@@ -75,5 +75,6 @@ void addSelectionComposites(Register add);
 void addLinalgLuComposites(Register add);
 void addLinalgTriangularComposites(Register add);
 void addLinalgOrthogonalComposites(Register add);
+void addLinalgFunctionComposites(Register add);
 
 }  // namespace flagos::composite

@@ -1,8 +1,8 @@
 // Orthogonal factorizations over the library slot (Note [Linear algebra
 // through the library slot]): geqrf, linalg_householder_product (orgqr),
-// ormqr, linalg_qr (geqrf + orgqr), _linalg_svd (gesvd) and _linalg_eigh
-// (syevd), with the shapes, strides and error checks of ATen's CPU kernels
-// (BatchLinearAlgebra.cpp).
+// ormqr, linalg_qr (geqrf + orgqr), _linalg_svd (gesvd), _linalg_eigh
+// (syevd) and linalg_eig / _linalg_eigvals (geev), with the shapes, strides and error checks of
+// ATen's CPU kernels (BatchLinearAlgebra.cpp).
 #include <ATen/ATen.h>
 
 #include <cctype>
@@ -36,15 +36,6 @@ std::vector<int64_t> withTail(at::IntArrayRef batch, std::initializer_list<int64
 
 at::IntArrayRef batchOf(const at::Tensor& t) {
   return t.sizes().slice(0, t.dim() - 2);
-}
-
-// The first @p cols columns of the m x m identity, batched, column-major
-// (orgqr of no reflectors).
-at::Tensor identityColumns(at::IntArrayRef batch, int64_t m, int64_t cols,
-                           const at::TensorOptions& options) {
-  at::Tensor q = emptyColumnMajor(withTail(batch, {m, cols}), options);
-  q.copy_(at::eye(m, cols, options));
-  return q;
 }
 
 // geqrf of a column-major copy of @p A: (QR, tau); or nullopt.
@@ -238,6 +229,52 @@ bool eigh(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// The eigenvalues (and eigenvectors) of a general real matrix, complex;
+// nullopt to decline (CPU refuses non-finite input: the host tier raises).
+std::optional<std::pair<at::Tensor, at::Tensor>> eigOf(const at::Tensor& A, bool vectors) {
+  const flagosLinalgTable* t = linalg::table();
+  if (!t || !t->geev || !takes(A, /*square=*/true)) return std::nullopt;
+  if (A.numel() > 0 && !at::isfinite(A).all().item<bool>()) return std::nullopt;
+  const int64_t n = A.size(-1);
+  const at::TensorOptions complex =
+      A.options().dtype(A.scalar_type() == at::kFloat ? at::kComplexFloat : at::kComplexDouble);
+  at::Tensor W = at::empty(withTail(batchOf(A), {n}), complex);
+  at::Tensor V =
+      vectors ? emptyColumnMajor(withTail(batchOf(A), {n, n}), complex) : at::empty({0}, complex);
+  if (A.numel() == 0) return std::make_pair(W, V);
+  at::Tensor work = columnMajorCopy(A);
+  at::Tensor info = at::zeros(batchOf(A), A.options().dtype(at::kInt));
+  flagosLinalgArray none{};
+  if (!ok(t->geev(streamOf(A), dtypeOf(A), vectors ? 1 : 0, batchCount(A), n, matrixArg(work),
+                  vectorArg(W), vectors ? matrixArg(V) : none, info.data_ptr<int32_t>()),
+          "linalg geev"))
+    return std::nullopt;
+  at::_linalg_check_errors(info, "torch.linalg.eig", A.dim() == 2);
+  return std::make_pair(W, V);
+}
+
+// linalg_eig(self) -> (eigenvalues, eigenvectors).
+bool eig(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 1;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor()) return false;
+  auto wv = eigOf(a[0].toTensor(), true);
+  if (!wv) return false;
+  replaceArgs(stack, kArgs, {wv->first, wv->second});
+  return true;
+}
+
+// _linalg_eigvals(self) -> eigenvalues.
+bool eigvals(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 1;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor()) return false;
+  auto wv = eigOf(a[0].toTensor(), false);
+  if (!wv) return false;
+  replaceArgs(stack, kArgs, {wv->first});
+  return true;
+}
+
 }  // namespace
 
 void addLinalgOrthogonalComposites(Register add) {
@@ -247,6 +284,8 @@ void addLinalgOrthogonalComposites(Register add) {
   add("linalg_qr", qr, 0);
   add("linalg_svd", svd, 0);
   add("linalg_eigh", eigh, 0);
+  add("linalg_eig", eig, 0);
+  add("linalg_eigvals", eigvals, 0);
 }
 
 }  // namespace flagos::composite

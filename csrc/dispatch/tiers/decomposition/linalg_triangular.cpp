@@ -1,7 +1,8 @@
 // Cholesky and triangular systems over the library slot's potrf and trsm
 // (Note [Linear algebra through the library slot]): linalg_cholesky_ex,
 // cholesky, cholesky_solve, cholesky_inverse, triangular_solve and
-// linalg_solve_triangular, as ATen's CPU kernels compose them
+// linalg_solve_triangular; the symmetric indefinite LDL^T (sytrf, sytrs):
+// linalg_ldl_factor_ex and linalg_ldl_solve; as ATen's CPU kernels compose them
 // (BatchLinearAlgebra.cpp).
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -207,6 +208,54 @@ bool solveTriangular(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// linalg_ldl_factor_ex(self, *, hermitian, check_errors) -> (LD, pivots,
+// info): Bunch-Kaufman on the lower triangle, the upper left zero, as CPU.
+bool ldlFactor(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 3;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isBool() || !a[2].isBool()) return false;
+  const at::Tensor A = a[0].toTensor();
+  const flagosLinalgTable* t = linalg::table();
+  if (!t || !t->sytrf || !takes(A, /*square=*/true)) return false;
+  at::Tensor LD = columnMajorCopy(A.tril());
+  at::Tensor pivots = at::empty(withTail(batchOf(A), {A.size(-1)}), A.options().dtype(at::kInt));
+  at::Tensor info = at::zeros(batchOf(A), A.options().dtype(at::kInt));
+  if (A.numel() > 0) {
+    if (!linalg::ok(t->sytrf(streamOf(A), dtypeOf(A), 0, batchCount(A), A.size(-1), matrixArg(LD),
+                             linalg::vectorArg(pivots), info.data_ptr<int32_t>()),
+                    "linalg sytrf"))
+      return false;
+    if (a[2].toBool()) at::_linalg_check_errors(info, "torch.linalg.ldl_factor_ex", A.dim() == 2);
+  }
+  replaceArgs(stack, kArgs, {LD, pivots, info});
+  return true;
+}
+
+// linalg_ldl_solve(LD, pivots, B, *, hermitian): same batch dims.
+bool ldlSolve(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 4;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isTensor() || !a[3].isBool())
+    return false;
+  const at::Tensor LD = a[0].toTensor(), pivots = a[1].toTensor(), B = a[2].toTensor();
+  const flagosLinalgTable* t = linalg::table();
+  if (!t || !t->sytrs || !takes(LD, /*square=*/true) || !takes(B) ||
+      B.scalar_type() != LD.scalar_type() || B.device() != LD.device() ||
+      batchOf(B) != batchOf(LD) || B.size(-2) != LD.size(-1) || pivots.device() != LD.device() ||
+      pivots.scalar_type() != at::kInt || pivots.sizes() != LD.sizes().slice(0, LD.dim() - 1))
+    return false;  // CPU's errors
+  at::Tensor X = columnMajorCopy(B);
+  if (X.numel() > 0) {
+    const at::Tensor F = columnMajor(LD), piv = pivots.contiguous();
+    if (!linalg::ok(t->sytrs(streamOf(B), dtypeOf(B), 0, batchCount(X), LD.size(-1), X.size(-1),
+                             matrixArg(F), linalg::vectorArg(piv), matrixArg(X)),
+                    "linalg sytrs"))
+      return false;
+  }
+  replaceArgs(stack, kArgs, {X});
+  return true;
+}
+
 }  // namespace
 
 void addLinalgTriangularComposites(Register add) {
@@ -216,6 +265,8 @@ void addLinalgTriangularComposites(Register add) {
   add("cholesky_inverse", choleskyInverse, 0);
   add("triangular_solve", triangularSolve, 0);
   add("linalg_solve_triangular", solveTriangular, 0);
+  add("linalg_ldl_factor", ldlFactor, 0);
+  add("linalg_ldl_solve", ldlSolve, 0);
 }
 
 }  // namespace flagos::composite
