@@ -800,3 +800,22 @@ def test_search_into_an_out_of_the_other_index_type_is_cpus_error(out_int32):
                 v.to(DEV), v.to(DEV), out=torch.empty(3, dtype=d, device=DEV), out_int32=out_int32
             ),
         )
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=str)
+def test_integer_extremes_are_exact_in_max_min_and_scatter(dtype):
+    """Found by the scatter_reduce composites: opencl's maximum/minimum ran
+    integers through double behind the NaN guard (INT64_MAX became INT64_MIN),
+    and a scattered scalar value was a double on both backends."""
+    info = torch.iinfo(dtype)
+    a = torch.tensor([info.max, info.min, 2**31 - 1, -7], dtype=dtype)
+    b = torch.tensor([info.min, info.max, 0, 3], dtype=dtype)
+    if dtype == torch.int64:
+        a[2] = 2**53 + 1
+    same(torch.maximum(a.to(DEV), b.to(DEV)), torch.maximum(a, b))
+    same(torch.minimum(a.to(DEV), b.to(DEV)), torch.minimum(a, b))
+    index = torch.tensor([1, 3])
+    same(
+        torch.zeros(4, dtype=dtype, device=DEV).scatter_(0, index.to(DEV), info.max),
+        torch.zeros(4, dtype=dtype).scatter_(0, index, info.max),
+    )

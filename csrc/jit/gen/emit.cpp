@@ -157,7 +157,8 @@ Source emit(const Recipe& recipe, const Signature& sig, Variant variant, const T
       recipe.kind == RecipeKind::Pointwise && classOf(computeDtype(sig)) != ComputeClass::Int;
   for (size_t k = 0; k < sig.scalar_dtypes.size(); ++k) {
     const bool f = float_scalars ||
-                   (recipe.kind == RecipeKind::Index && indexFloatScalar(recipe, (int)k)) ||
+                   (recipe.kind == RecipeKind::Index &&
+                    indexFloatScalar(recipe, (int)k, sig.operands[0].dtype)) ||
                    (recipe.kind == RecipeKind::Window && windowFloatScalar(recipe, (int)k)) ||
                    (recipe.kind == RecipeKind::Random && randomFloatScalar(recipe, (int)k));
     params.push_back(

@@ -128,7 +128,10 @@ bool makeIndexRecipe(const OpInfo& op, Recipe* r, std::string* why_not) {
   return true;
 }
 
-bool indexFloatScalar(const Recipe& r, int k) {
+bool indexFloatScalar(const Recipe& r, int k, flagosDtype_t out_dtype) {
+  // Into an integer or bool output the value stays an int64: a double
+  // would round values past 2^53 (and INT64_MAX to 2^63, which overflows).
+  if (!isFloating(out_dtype)) return false;
   switch (r.index_op) {
     case IndexOp::ScatterValue:
     case IndexOp::IndexAdd:

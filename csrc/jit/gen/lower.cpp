@@ -58,6 +58,14 @@ Val Lowering::lower(const Expr& e) {
         return {"flagos_imod(" + as(a, t) + ", " + as(b, t) + ")", t};
       }
       if (op == "&&" || op == "||") {
+        // Constant operands fold (isnan() of an integer is "0"), so that a
+        // NaN guard leaves no float branch in integer code: see Ternary.
+        const std::string absorbing = op == "||" ? "1" : "0";
+        auto constant = [](const Val& v) { return v.code == "0" || v.code == "1"; };
+        if (a.code == absorbing || b.code == absorbing) return {absorbing, Ty::B};
+        if (constant(a) && constant(b)) return {op == "||" ? "0" : "1", Ty::B};
+        if (constant(a)) return {"(" + truth(b) + ")", Ty::B};
+        if (constant(b)) return {"(" + truth(a) + ")", Ty::B};
         return {"(" + truth(a) + " " + op + " " + truth(b) + ")", Ty::B};
       }
       if (op == "==" || op == "!=" || op == "<" || op == "<=" || op == ">" || op == ">=") {
@@ -77,6 +85,10 @@ Val Lowering::lower(const Expr& e) {
         return lower(*e.args[c.code == "1" ? 1 : 2]);
       }
       Val c = lower(*e.args[0]);
+      // A constant condition keeps only its branch: `isnan(x) ? nan : max(x, y)`
+      // on integers must not compute max in floating point (INT64_MAX
+      // does not survive a double).
+      if (c.code == "0" || c.code == "1") return lower(*e.args[c.code == "1" ? 1 : 2]);
       Val a = lower(*e.args[1]);
       Val b = lower(*e.args[2]);
       Ty t = std::max(a.ty, b.ty);

@@ -197,10 +197,11 @@ void pack(const Recipe& recipe, const Call& call, const Target& target, Launch* 
     const flagosScalar& s = call.scalars[k];
     uint8_t* dst = out->scalar_bytes.data() + 8 * k;
     const bool is_float = isFloating(s.dtype);
-    floating = pointwise_floating ||
-               (recipe.kind == RecipeKind::Index && indexFloatScalar(recipe, k)) ||
-               (recipe.kind == RecipeKind::Window && windowFloatScalar(recipe, k)) ||
-               (recipe.kind == RecipeKind::Random && randomFloatScalar(recipe, k));
+    floating =
+        pointwise_floating ||
+        (recipe.kind == RecipeKind::Index && indexFloatScalar(recipe, k, operand(0).dtype)) ||
+        (recipe.kind == RecipeKind::Window && windowFloatScalar(recipe, k)) ||
+        (recipe.kind == RecipeKind::Random && randomFloatScalar(recipe, k));
     const size_t width = floating && !target.fp64 ? 4 : 8;
     widths[k] = (uint32_t)width;
     if (floating && width == 8) {

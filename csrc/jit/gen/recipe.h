@@ -235,7 +235,7 @@ uint64_t packIndex(const Recipe& recipe, const Call& call, const Target& target,
                    std::vector<int64_t>* meta);
 std::vector<MetaField> indexMetaLayout(int num_operands);
 // Whether scalar k is passed as a float (double; float without fp64).
-bool indexFloatScalar(const Recipe& recipe, int k);
+bool indexFloatScalar(const Recipe& recipe, int k, flagosDtype_t out_dtype);
 
 // --- window operators (window.cpp) -----------------------------------------
 // Fills r's Window fields for a catalog row of family pooling/convolution

@@ -5,6 +5,11 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+
 #include "generator_harness.h"
 
 namespace flagos::kernels::testing {
@@ -233,6 +238,34 @@ TEST(OpenCLGenerated, IntegerHalfAndBfloat16) {
   HostTensor bf = filled(HostTensor::contiguous(FLAGOS_DTYPE_BFLOAT16, {9}), -2, 2, 4);
   compareWithC("sigmoid", {bf}, HostTensor::contiguous(FLAGOS_DTYPE_BFLOAT16, {9}), {},
                Variant::Specialized, 1e-2);
+}
+
+// int64 values past 2^53 survive a NaN-guarded max/min (the guard of
+// maximum's expression folds away for integers: no trip through double).
+TEST(OpenCLGenerated, Int64ExtremesStayExact) {
+  REQUIRE_OPENCL();
+  const int64_t big = std::numeric_limits<int64_t>::max(),
+                low = std::numeric_limits<int64_t>::min();
+  const int64_t av[] = {big, low, (int64_t{1} << 53) + 1, -7};
+  const int64_t bv[] = {low, big, 0, 3};
+  HostTensor a = HostTensor::contiguous(FLAGOS_DTYPE_INT64, {4});
+  HostTensor b = HostTensor::contiguous(FLAGOS_DTYPE_INT64, {4});
+  std::memcpy(a.storage.data(), av, sizeof av);
+  std::memcpy(b.storage.data(), bv, sizeof bv);
+  for (const char* id : {"maximum", "minimum"}) {
+    auto r = recipeFor(id);
+    ASSERT_TRUE(r);
+    HostTensor out = HostTensor::contiguous(FLAGOS_DTYPE_INT64, {4});
+    std::string source;
+    ASSERT_TRUE(runOpenCL(Cl::get(), *r, {&out}, {&a, &b}, {}, Variant::Generic, 64, &source));
+    int64_t got[4];
+    std::memcpy(got, out.storage.data(), sizeof got);
+    for (int i = 0; i < 4; ++i) {
+      const int64_t want =
+          std::string(id) == "maximum" ? std::max(av[i], bv[i]) : std::min(av[i], bv[i]);
+      EXPECT_EQ(want, got[i]) << id << " " << i << "\n--- source:\n" << source;
+    }
+  }
 }
 
 TEST(OpenCLGenerated, ReductionAndSoftmax) {
