@@ -36,6 +36,7 @@ const Composite* findComposite(const char* id) {
     addResamplingComposites(add);
     addFactoryComposites(add);
     addSelectionComposites(add);
+    addScatterReduceComposites(add);
     addLinalgLuComposites(add);
     addLinalgTriangularComposites(add);
     addLinalgOrthogonalComposites(add);

@@ -72,6 +72,7 @@ void addScanComposites(Register add);
 void addResamplingComposites(Register add);
 void addFactoryComposites(Register add);
 void addSelectionComposites(Register add);
+void addScatterReduceComposites(Register add);
 void addLinalgLuComposites(Register add);
 void addLinalgTriangularComposites(Register add);
 void addLinalgOrthogonalComposites(Register add);
