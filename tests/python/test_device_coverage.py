@@ -5,7 +5,7 @@ nansum, aminmax, trace, vdot, linalg_cross, glu, prelu, log_sigmoid, flip
 of every dim, padding, 1-D upsampling, max unpooling, equal, count_nonzero,
 isin, heaviside, median, nanmedian, kthvalue, index_fill, index_copy, take,
 conj_physical, put, masked_scatter, complex, polar, searchsorted,
-bucketize, histc, nonzero_static) and factories whose out= call names the device (eye, linspace, logspace).
+bucketize, histc, nonzero_static, frexp, nextafter, cdist, pdist) and factories whose out= call names the device (eye, linspace, logspace).
 Each is compared with CPU at its edge cases (infinities, NaN, signed
 zeros, empty and 0-d tensors, integer types, out=, autograd), and
 op_stats() must show that the call did not take the host fallback."""
@@ -757,3 +757,68 @@ def test_nonzero_static_cuts_or_pads():
              overloads=["aten::nonzero_static"])  # fmt: skip
     same(lambda t: torch.nonzero_static(t, size=4), torch.zeros(3, dtype=torch.bool),
          overloads=["aten::nonzero_static"])  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_frexp_at_zeros_infinities_subnormals_and_powers_of_two(dtype):
+    info = torch.finfo(dtype)
+    tiny = info.smallest_normal
+    x = torch.tensor(
+        [
+            0.0,
+            -0.0,
+            INF,
+            -INF,
+            NAN,
+            1.0,
+            -1.0,
+            0.5,
+            2.0,
+            3.0,
+            -0.75,
+            1e-3,
+            7e20,
+            info.max,
+            tiny,
+            tiny / 8,
+            -tiny / 1024,
+            1 - info.eps / 2,
+            2 - info.eps,
+        ],  # fmt: skip
+        dtype=dtype,
+    )
+    same(torch.frexp, x, overloads=["aten::frexp.Tensor_out", "aten::frexp.Tensor"])
+    same(torch.frexp, x.reshape(1, -1)[:, ::2])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_nextafter_steps_one_bit_toward_the_target(dtype):
+    info = torch.finfo(dtype)
+    x = torch.tensor([0.0, -0.0, 0.0, 1.0, 1.0, -1.0, 2.0, NAN, 1.0, INF, info.max, -info.max,
+                      info.smallest_normal, 3.0], dtype=dtype)  # fmt: skip
+    y = torch.tensor([1.0, -1.0, -0.0, 2.0, 0.0, -2.0, 2.0, 1.0, NAN, 0.0, INF, 0.0, 0.0, -INF],
+                     dtype=dtype)  # fmt: skip
+    same(torch.nextafter, x, y, overloads=["aten::nextafter"])
+    same(torch.nextafter, x.reshape(-1, 1), y[:3])  # broadcast
+    same(lambda a, b: a.clone().nextafter_(b), x, y)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, 0.5, INF])
+@pytest.mark.parametrize("mode", [None, "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist"])
+def test_cdist_every_norm_and_compute_mode(p, mode):
+    g = torch.Generator().manual_seed(0)
+    x1 = torch.randn(2, 30, 5, generator=g, dtype=torch.float64)  # > 25 rows: CPU's mm form
+    x2 = torch.randn(1, 4, 5, generator=g, dtype=torch.float64)  # batch broadcast
+    x2[0, 1] = x1[1, 3]  # a zero distance
+    kwargs = {"compute_mode": mode} if mode else {}
+    same(torch.cdist, x1, x2, p=p, exact=False, overloads=["aten::_cdist_forward"], **kwargs)
+    same(torch.cdist, x1[0, :3].float(), x2[0].float(), p=p, exact=False, **kwargs)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 1.5, INF])
+def test_pdist_of_row_pairs(p):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(7, 3, generator=g)
+    x[4] = x[1]
+    same(torch.nn.functional.pdist, x, p=p, exact=False, overloads=["aten::_pdist_forward"])
+    same(torch.nn.functional.pdist, x[:1], p=p, exact=False)

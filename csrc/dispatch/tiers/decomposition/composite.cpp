@@ -37,6 +37,8 @@ const Composite* findComposite(const char* id) {
     addFactoryComposites(add);
     addSelectionComposites(add);
     addScatterReduceComposites(add);
+    addFloatBitsComposites(add);
+    addDistanceComposites(add);
     addLinalgLuComposites(add);
     addLinalgTriangularComposites(add);
     addLinalgOrthogonalComposites(add);

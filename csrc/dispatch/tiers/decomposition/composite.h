@@ -73,6 +73,8 @@ void addResamplingComposites(Register add);
 void addFactoryComposites(Register add);
 void addSelectionComposites(Register add);
 void addScatterReduceComposites(Register add);
+void addFloatBitsComposites(Register add);
+void addDistanceComposites(Register add);
 void addLinalgLuComposites(Register add);
 void addLinalgTriangularComposites(Register add);
 void addLinalgOrthogonalComposites(Register add);
