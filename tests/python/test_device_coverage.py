@@ -822,3 +822,32 @@ def test_pdist_of_row_pairs(p):
     x[4] = x[1]
     same(torch.nn.functional.pdist, x, p=p, exact=False, overloads=["aten::_pdist_forward"])
     same(torch.nn.functional.pdist, x[:1], p=p, exact=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_erfcx_log_ndtr_and_ndtri_over_their_domains_and_tails(dtype):
+    """Note [Normal distribution functions]: against CPU over the whole line,
+    the continued fraction's start (x = 2), the overflow of erfcx below about
+    -9.4 (float) / -26.6 (double), and ndtri's tails down to 1e-300."""
+    x = torch.cat([torch.linspace(-30, 30, 601, dtype=torch.float64),
+                   torch.tensor([1.999999, 2.0, 2.000001, 1e3, 1e10, 1e300, INF, -INF, NAN])])  # fmt: skip
+    x = x.to(dtype)
+    # float32: relative to the value, but below the normal range (log_ndtr of
+    # x > 13 is -erfc(x/sqrt(2))/2, a subnormal) absolute: PoCL's float erfc
+    # is not exact there.
+    tight = (
+        {"rtol": 2e-6, "atol": torch.finfo(torch.float32).tiny}
+        if dtype == torch.float32
+        else {"rtol": 1e-13, "atol": 0}
+    )
+    for fn in (torch.special.erfcx, torch.special.log_ndtr):
+        got, want = on_device(fn, x).cpu(), fn(x)
+        torch.testing.assert_close(got, want, equal_nan=True, **tight)
+    p = torch.cat([torch.logspace(-300 if dtype == torch.float64 else -37, -1, 60, dtype=torch.float64),
+                   torch.linspace(0.0, 1.0, 101, dtype=torch.float64),
+                   1 - torch.logspace(-15, -1, 15, dtype=torch.float64),
+                   torch.tensor([-0.5, 1.5, NAN], dtype=torch.float64)])  # fmt: skip
+    p = p.to(dtype)
+    got, want = on_device(torch.special.ndtri, p).cpu(), torch.special.ndtri(p)
+    torch.testing.assert_close(got, want, equal_nan=True, **tight)
+    same(torch.special.ndtri, p[:5], exact=False, overloads=["aten::special_ndtri"])

@@ -222,7 +222,11 @@ Val Lowering::call(const Expr& e) {
       {"bessel_i0", "flagos_sf_i0"},
       {"i0e", "flagos_sf_i0e"},
       {"i1e", "flagos_sf_i1e"},
-      {"spherical_j0", "flagos_sf_spherical_j0"}};
+      {"spherical_j0", "flagos_sf_spherical_j0"},
+      // Note [Normal distribution functions] (special.cpp).
+      {"erfcx", "flagos_sf_erfcx"},
+      {"log_ndtr", "flagos_sf_log_ndtr"},
+      {"ndtri", "flagos_sf_ndtri"}};
   auto bessel = kBessel.find(f);
   if (bessel != kBessel.end()) {
     need(1);

@@ -1,6 +1,7 @@
 // torch.special's functions for the generated tier, emitted only into
-// programs that call them (emit.cpp): Note [Orthogonal polynomials] and
-// Note [Modified Bessel functions of order one].
+// programs that call them (emit.cpp): Note [Orthogonal polynomials],
+// Note [Modified Bessel functions of order one] and Note [Normal
+// distribution functions].
 //
 // Note [Orthogonal polynomials]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -33,6 +34,22 @@
 // NaN at +-inf (inf * 0 here, inf/inf in CPU's form); the scaled ones are 0
 // at +-inf. spherical_bessel_j0 is
 // sin(x)/x, its Taylor series below 1/2 and 0 at +-inf.
+//
+// Note [Normal distribution functions]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// erfcx(x) = exp(x^2) erfc(x) is that product below 2 (erfc is accurate
+// relative to itself there, and the product overflows to inf below about
+// -9.4 in float, -26.6 in double, as CPU's does), and above 2 the
+// continued fraction of erfc (DLMF 7.9.2: 1 / (sqrt(pi) (x + (1/2) / (x +
+// 1 / (x + (3/2) / (x + ...)))))), evaluated backward from depth 60, which
+// is within a few ulps of CPU's Faddeeva-based value in double from x = 2
+// on and needs no exp(x^2) (erfcx(inf) = 0). log_ndtr is CPU's formula
+// over it (log(erfcx(-t) / 2) - t^2 below x = -1, log1p(-erfc(t) / 2)
+// above, t = x / sqrt(2)). ndtri(p) starts from Acklam's rational
+// approximation (relative error 1.2e-9) and takes two Halley steps on
+// Phi(x) = p, with the tail that keeps precision: p - Phi(x) below 1/2,
+// Q(x) - (1 - p) above (1 - p is exact there); 0 and 1 give -inf and inf,
+// outside [0, 1] NaN.
 #include <string>
 
 #include "jit/gen/emit.h"
@@ -158,8 +175,50 @@ std::string specialFunctionHelpers(bool fp64) {
       "    return sum;\n"
       "  }\n"
       "  return sin(x) / x; }\n";
-  std::string out = instantiate(text + bessel, "float", "f");
-  if (fp64) out += instantiate(text + bessel, "double", "d");
+  const std::string normal =
+      "/* Note [Normal distribution functions] */\n"
+      "FLAGOS_FN T flagos_sf_erfcxS(T x) {\n"
+      "  if (x != x) return x;\n"
+      "  if (x < (T)2) return exp(x * x) * erfc(x);\n"
+      "  T t = x;\n"
+      "  for (int k = 60; k > 0; --k) t = x + ((T)k * (T)0.5) / t;\n"
+      "  return (T)1 / ((T)1.7724538509055160273 * t); }\n"
+      "FLAGOS_FN T flagos_sf_log_ndtrS(T x) {\n"
+      "  const T t = x * (T)0.70710678118654752440;\n"
+      "  if (x < (T)-1) return log(flagos_sf_erfcxS(-t) / (T)2) - t * t;\n"
+      "  return log1p(-erfc(t) / (T)2); }\n"
+      "FLAGOS_FN T flagos_sf_ndtriS(T p) {\n"
+      "  if (!(p >= (T)0 && p <= (T)1)) return (T)NAN;\n"
+      "  if (p == (T)0) return -(T)INFINITY;\n"
+      "  if (p == (T)1) return (T)INFINITY;\n"
+      "  const T lo = (T)0.02425;\n"
+      "  T x;\n"
+      "  if (p < lo || p > (T)1 - lo) {\n"
+      "    const T q = sqrt((T)-2 * (p < lo ? log(p) : log1p(-p)));\n"
+      "    x = ((((((T)-7.784894002430293e-03 * q + (T)-3.223964580411365e-01) * q +\n"
+      "          (T)-2.400758277161838e+00) * q + (T)-2.549732539343734e+00) * q +\n"
+      "          (T)4.374664141464968e+00) * q + (T)2.938163982698783e+00) /\n"
+      "        ((((((T)7.784695709041462e-03 * q + (T)3.224671290700398e-01) * q +\n"
+      "           (T)2.445134137142996e+00) * q + (T)3.754408661907416e+00) * q) + (T)1);\n"
+      "    if (p > (T)1 - lo) x = -x;\n"
+      "  } else {\n"
+      "    const T q = p - (T)0.5, r = q * q;\n"
+      "    x = ((((((T)-3.969683028665376e+01 * r + (T)2.209460984245205e+02) * r +\n"
+      "          (T)-2.759285104469687e+02) * r + (T)1.383577518672690e+02) * r +\n"
+      "          (T)-3.066479806614716e+01) * r + (T)2.506628277459239e+00) * q /\n"
+      "        ((((((T)-5.447609879822406e+01 * r + (T)1.615858368580409e+02) * r +\n"
+      "           (T)-1.556989798598866e+02) * r + (T)6.680131188771972e+01) * r +\n"
+      "           (T)-1.328068155288572e+01) * r + (T)1);\n"
+      "  }\n"
+      "  for (int k = 0; k < 2; ++k) {\n"
+      "    const T e = p <= (T)0.5 ? erfc(-x * (T)0.70710678118654752440) / (T)2 - p\n"
+      "                            : ((T)1 - p) - erfc(x * (T)0.70710678118654752440) / (T)2;\n"
+      "    const T u = e * (T)2.5066282746310005024 * exp(x * x / (T)2);\n"
+      "    x = x - u / ((T)1 + x * u / (T)2);\n"
+      "  }\n"
+      "  return x; }\n";
+  std::string out = instantiate(text + bessel + normal, "float", "f");
+  if (fp64) out += instantiate(text + bessel + normal, "double", "d");
   return out;
 }
 
