@@ -4,8 +4,9 @@ polygamma) and composites of device operators (var_mean, std_mean, norm,
 nansum, aminmax, trace, vdot, linalg_cross, glu, prelu, log_sigmoid, flip
 of every dim, padding, 1-D upsampling, max unpooling, equal, count_nonzero,
 isin, heaviside, median, nanmedian, kthvalue, index_fill, index_copy, take,
-conj_physical, put, masked_scatter, complex, polar, searchsorted,
-bucketize, histc, nonzero_static, frexp, nextafter, cdist, pdist) and factories whose out= call names the device (eye, linspace, logspace).
+conj_physical, put, masked_scatter, complex, polar, searchsorted (a sorter too),
+bucketize, histc, nonzero_static, frexp, nextafter, cdist, pdist,
+erfcx, log_ndtr, ndtri, multi_margin_loss, _batch_norm_with_update) and factories whose out= call names the device (eye, linspace, logspace).
 Each is compared with CPU at its edge cases (infinities, NaN, signed
 zeros, empty and 0-d tensors, integer types, out=, autograd), and
 op_stats() must show that the call did not take the host fallback."""
@@ -851,3 +852,52 @@ def test_erfcx_log_ndtr_and_ndtri_over_their_domains_and_tails(dtype):
     got, want = on_device(torch.special.ndtri, p).cpu(), torch.special.ndtri(p)
     torch.testing.assert_close(got, want, equal_nan=True, **tight)
     same(torch.special.ndtri, p[:5], exact=False, overloads=["aten::special_ndtri"])
+
+
+def test_searchsorted_with_a_sorter():
+    g = torch.Generator().manual_seed(2)
+    seq = torch.randn(3, 8, generator=g)
+    sorter = seq.argsort(-1)
+    values = torch.randn(3, 5, generator=g)
+    for side in ("left", "right"):
+        same(lambda s, v, o, side=side: torch.searchsorted(s, v, sorter=o, side=side), seq, values, sorter,
+             overloads=["aten::searchsorted.Tensor"])  # fmt: skip
+    same(lambda s, v, o: torch.searchsorted(s, v, sorter=o, out_int32=True), seq[0], values,
+         sorter[0])  # fmt: skip
+
+
+def test_batch_norm_with_update_updates_the_running_stats_as_cpu():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 3, 5, generator=g)
+    weight, bias = torch.randn(3, generator=g), torch.randn(3, generator=g)
+    stats = {}
+    for device in ("cpu", DEV):
+        mean, var = torch.zeros(3, device=device), torch.ones(3, device=device)
+        out = torch.ops.aten._batch_norm_with_update(
+            x.to(device), weight.to(device), bias.to(device), mean, var, 0.3, 1e-5
+        )
+        stats[device] = [t.cpu() for t in out] + [mean.cpu(), var.cpu()]
+    for got, want in zip(stats[DEV], stats["cpu"], strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("p", [1, 2])
+def test_multi_margin_loss(reduction, p):
+    g = torch.Generator().manual_seed(4)
+    x, target = torch.randn(6, 4, generator=g), torch.tensor([0, 3, 1, 1, 2, 3])
+    weight = torch.rand(4, generator=g)
+    loss = torch.nn.functional.multi_margin_loss
+    same(loss, x, target, p=p, margin=0.7, reduction=reduction, exact=False,
+         overloads=["aten::multi_margin_loss"])  # fmt: skip
+    same(lambda a, t, w: loss(a, t, p=p, weight=w, reduction=reduction), x, target, weight,
+         exact=False)  # fmt: skip
+    same(loss, x[0], target[1:2], p=p, reduction=reduction, exact=False)  # one row
+    bad = target.clone()
+    bad[2] = 4
+    with pytest.raises(RuntimeError) as cpu:
+        loss(x, bad, p=p)
+    with pytest.raises(RuntimeError) as dev:
+        loss(x.to(DEV), bad.to(DEV), p=p)
+    assert str(dev.value) == str(cpu.value)

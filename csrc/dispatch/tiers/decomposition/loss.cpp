@@ -1,6 +1,6 @@
 // Losses from gathers, scatters, reductions and pointwise operators (Note
 // [Composite kernels]): nll_loss / nll_loss2d, mse_loss, binary_cross_entropy,
-// smooth_l1_loss and their backwards, huber_loss. Formulas are ATen's
+// smooth_l1_loss and their backwards, huber_loss, multi_margin_loss. Formulas are ATen's
 // (aten/src/ATen/native/Loss.cpp, LossNLL.cpp).
 //
 // Note [Targets out of range]
@@ -249,6 +249,47 @@ bool huberLoss(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// multi_margin_loss(self, target, p, margin, weight, reduction): per row,
+// the sum over classes j != y of max(0, margin - x[y] + x[j])^p (times
+// weight[y]) over C, as ATen's kernel (LossMultiMargin.cpp); a 1-D or 0-d
+// self is one row. Targets out of range take the host tier (Note [Targets
+// out of range]).
+bool multiMarginLoss(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 6;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isScalar() || !a[3].isScalar() ||
+      !a[5].isInt())
+    return false;
+  const at::Tensor self = a[0].toTensor(), target = a[1].toTensor(), weight = optTensor(a[4]);
+  const int64_t p = a[2].toScalar().toLong(), reduction = a[5].toInt();
+  if (!usableFirst(self, true) || self.dim() > 2 || target.scalar_type() != at::kLong ||
+      target.device() != self.device() || (p != 1 && p != 2) || reduction < kNone ||
+      reduction > kSum || (a[2].toScalar().isFloatingPoint() && a[2].toScalar().toDouble() != p))
+    return false;
+  const at::Tensor x = self.dim() == 2 ? self : self.reshape({1, -1});
+  const int64_t rows = x.size(0), classes = x.size(1);
+  if (target.numel() != rows || rows == 0 || classes == 0 ||
+      (weight.defined() &&
+       (!usableLike(weight, self) || weight.dim() != 1 || weight.numel() != classes)))
+    return false;  // CPU's errors
+  const at::Tensor t = target.reshape({-1, 1});
+  if (at::logical_or(at::lt(t, 0), at::ge(t, classes)).any().item<bool>()) return false;
+  const at::Tensor xy = x.gather(1, t);
+  at::Tensor z = (a[3].toScalar().toDouble() - xy + x).clamp_min(0);
+  if (p == 2) z = z * z;
+  if (weight.defined()) z = z * weight.index_select(0, t.reshape({-1})).unsqueeze(1);
+  z = z.scatter(1, t, 0.0);  // j == y contributes nothing
+  const at::Tensor per_row = z.sum(1) / static_cast<double>(classes);
+  at::Tensor out;
+  if (reduction == kNone) {
+    out = target.dim() == 0 ? per_row.reshape({}) : per_row;
+  } else {
+    out = reduction == kMean ? per_row.mean() : per_row.sum();
+  }
+  replaceArgs(stack, kArgs, {out});
+  return true;
+}
+
 }  // namespace
 
 void addLossComposites(Register add) {
@@ -263,6 +304,7 @@ void addLossComposites(Register add) {
   add("smooth_l1_loss", smoothL1Loss, false);
   add("smooth_l1_loss_backward", smoothL1LossBackward, false);
   add("huber_loss", huberLoss, false);
+  add("multi_margin_loss", multiMarginLoss, false);
 }
 
 }  // namespace flagos::composite

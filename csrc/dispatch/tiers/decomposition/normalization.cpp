@@ -224,12 +224,35 @@ bool layerNormBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// _batch_norm_with_update(input, weight, bias, running_mean, running_var,
+// momentum, eps): CPU's is training batch norm (the running stats updated
+// in place) and an empty byte reserve.
+bool batchNormWithUpdate(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 7;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[3].isTensor() || !a[4].isTensor() || !a[5].isDouble() ||
+      !a[6].isDouble())
+    return false;
+  const at::Tensor x = a[0].toTensor(), weight = optTensor(a[1]), bias = optTensor(a[2]);
+  const at::Tensor running_mean = a[3].toTensor(), running_var = a[4].toTensor();
+  if (!usableFirst(x) || x.dim() < 2 || !channelVector(weight, x, false) ||
+      !channelVector(bias, x, false) || !channelVector(running_mean, x, true) ||
+      !channelVector(running_var, x, true) || x.numel() / x.size(1) <= 1)
+    return false;  // CPU raises for one value per channel: let it
+  auto [out, mean, invstd] =
+      at::native_batch_norm(x, weight, bias, running_mean, running_var,
+                            /*training=*/true, a[5].toDouble(), a[6].toDouble());
+  replaceArgs(stack, kArgs, {out, mean, invstd, at::empty({0}, x.options().dtype(at::kByte))});
+  return true;
+}
+
 }  // namespace
 
 void addNormalizationComposites(Register add) {
   add("batch_norm", batchNorm, false);
   // _native_batch_norm_legit: native_batch_norm's arguments and results.
   add("batch_norm_legit", batchNorm, false);
+  add("batch_norm_with_update", batchNormWithUpdate, false);
   add("batch_norm_legit_no_stats", batchNormNoStats, false);
   add("batch_norm_backward", batchNormBackward, false);
   add("layer_norm", layerNorm, false);

@@ -23,10 +23,9 @@
 // predicate holds on a prefix, so counting it (one broadcast comparison of
 // every value with its whole row, then a sum) gives the same position, and
 // a NaN value counts the whole row, as the search does. A row holding NaN
-// breaks the prefix, so those calls (and sorters, mixed dtypes, shapes CPU
-// refuses) take the host tier. The comparison costs rows x values
-// elements: past kMaxCompared the host tier's binary search is the better
-// deal.
+// breaks the prefix, so those calls (and mixed dtypes, shapes CPU refuses)
+// take the host tier. A sorter first gathers the row into sorted order. The comparison costs rows x
+// values elements: past kMaxCompared the host tier's binary search is the better deal.
 #include <ATen/ATen.h>
 
 #include <optional>
@@ -151,8 +150,19 @@ bool searchsorted(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   constexpr int kArgs = 6;
   const c10::IValue* a = argsOf(*stack, kArgs);
   if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isBool() || !a[3].isBool() ||
-      !a[5].isNone())
-    return false;  // a sorter: the host tier
+      !(a[5].isNone() || a[5].isTensor()))
+    return false;
+  at::Tensor seq = a[0].toTensor();
+  if (a[5].isTensor()) {  // the sequence in the sorter's order
+    const at::Tensor sorter = a[5].toTensor();
+    if (sorter.scalar_type() != at::kLong || sorter.device() != seq.device() ||
+        sorter.sizes() != seq.sizes() || seq.dim() == 0)
+      return false;  // CPU's errors
+    if (sorter.numel() > 0 &&
+        at::logical_or(at::lt(sorter, 0), at::ge(sorter, seq.size(-1))).any().item<bool>())
+      return false;
+    seq = seq.gather(-1, sorter);
+  }
   bool right = a[3].toBool();
   if (a[4].isString()) {
     const std::string side = a[4].toStringRef();
@@ -162,8 +172,7 @@ bool searchsorted(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   } else if (!a[4].isNone()) {
     return false;
   }
-  std::optional<at::Tensor> found =
-      searchByCounting(a[0].toTensor(), a[1].toTensor(), right, a[2].toBool());
+  std::optional<at::Tensor> found = searchByCounting(seq, a[1].toTensor(), right, a[2].toBool());
   if (!found) return false;
   replaceArgs(stack, kArgs, {*found});
   return true;
