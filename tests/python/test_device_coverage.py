@@ -6,7 +6,7 @@ of every dim, padding, 1-D upsampling, max unpooling, equal, count_nonzero,
 isin, heaviside, median, nanmedian, kthvalue, index_fill, index_copy, take,
 conj_physical, put, masked_scatter, complex, polar, searchsorted (a sorter too),
 bucketize, histc, nonzero_static, frexp, nextafter, cdist, pdist,
-erfcx, log_ndtr, ndtri, multi_margin_loss, _batch_norm_with_update) and factories whose out= call names the device (eye, linspace, logspace).
+erfcx, log_ndtr, ndtri, multi_margin_loss, multilabel_margin_loss, _batch_norm_with_update) and factories whose out= call names the device (eye, linspace, logspace).
 Each is compared with CPU at its edge cases (infinities, NaN, signed
 zeros, empty and 0-d tensors, integer types, out=, autograd), and
 op_stats() must show that the call did not take the host fallback."""
@@ -900,4 +900,23 @@ def test_multi_margin_loss(reduction, p):
         loss(x, bad, p=p)
     with pytest.raises(RuntimeError) as dev:
         loss(x.to(DEV), bad.to(DEV), p=p)
+    assert str(dev.value) == str(cpu.value)
+
+
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+def test_multilabel_margin_loss_forward(reduction):
+    """Targets end at each row's first -1; duplicates count as listed."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 5, generator=g, dtype=torch.float64)
+    target = torch.tensor([[3, 0, -1, 1, 2], [1, 1, 4, -1, -1], [-1, 2, 3, 0, 1], [0, 1, 2, 3, 4]])
+    fwd = torch.ops.aten.multilabel_margin_loss_forward
+    same(fwd, x, target, reduction, exact=False, overloads=["aten::multilabel_margin_loss_forward"])
+    same(fwd, x[1], target[1], reduction, exact=False)
+    same(fwd, x[0, 0], torch.tensor(0), reduction, exact=False)
+    bad = target.clone()
+    bad[3, 2] = 5  # listed and out of range: CPU's error
+    with pytest.raises(RuntimeError) as cpu:
+        fwd(x, bad, reduction)
+    with pytest.raises(RuntimeError) as dev:
+        fwd(x.to(DEV), bad.to(DEV), reduction)
     assert str(dev.value) == str(cpu.value)

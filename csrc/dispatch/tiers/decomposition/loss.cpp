@@ -1,6 +1,7 @@
 // Losses from gathers, scatters, reductions and pointwise operators (Note
 // [Composite kernels]): nll_loss / nll_loss2d, mse_loss, binary_cross_entropy,
-// smooth_l1_loss and their backwards, huber_loss, multi_margin_loss. Formulas are ATen's
+// smooth_l1_loss and their backwards, huber_loss, multi_margin_loss,
+// multilabel_margin_loss. Formulas are ATen's
 // (aten/src/ATen/native/Loss.cpp, LossNLL.cpp).
 //
 // Note [Targets out of range]
@@ -290,6 +291,47 @@ bool multiMarginLoss(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// multilabel_margin_loss_forward(self, target, reduction) -> (output,
+// is_target): each row's targets are target's entries before its first -1;
+// the loss sums max(0, 1 - (x[t] - x[i])) over those targets t and the
+// classes i that are not targets, over C (ATen's LossMultiLabelMargin.cpp,
+// duplicates counted as often as listed). A target out of range is CPU's
+// error: the host tier raises it.
+bool multilabelMarginLoss(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 3;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isTensor() || !a[2].isInt()) return false;
+  const at::Tensor self = a[0].toTensor(), target = a[1].toTensor();
+  const int64_t reduction = a[2].toInt();
+  if (!usableFirst(self) || self.dim() > 2 || reduction < kNone || reduction > kSum ||
+      target.scalar_type() != at::kLong || target.device() != self.device() ||
+      target.sizes() != self.sizes())
+    return false;
+  const at::Tensor x = self.dim() == 2 ? self : self.reshape({1, -1});
+  const at::Tensor t = target.reshape(x.sizes());
+  const int64_t classes = x.size(1);
+  // The targets before each row's first -1.
+  const at::Tensor listed = at::ne(t, -1).to(at::kLong).cumprod(1).to(at::kBool);
+  if (at::logical_and(listed, at::logical_or(at::lt(t, 0), at::ge(t, classes))).any().item<bool>())
+    return false;
+  const at::Tensor index = at::where(listed, t, at::full_like(t, classes));
+  at::Tensor is_target = at::zeros({x.size(0), classes + 1}, x.options());
+  is_target.scatter_(1, index, 1.0);
+  is_target = is_target.narrow(1, 0, classes);
+  const at::Tensor xt = x.gather(1, at::where(listed, t, at::zeros_like(t)));
+  at::Tensor z = (1.0 - xt.unsqueeze(2) + x.unsqueeze(1)).clamp_min(0);
+  z = z * listed.unsqueeze(2).to(x.scalar_type()) * (1.0 - is_target).unsqueeze(1);
+  const at::Tensor per_row = z.sum({1, 2}) / static_cast<double>(classes);
+  at::Tensor out;
+  if (reduction == kNone) {
+    out = self.dim() <= 1 ? per_row.reshape({}) : per_row;
+  } else {
+    out = reduction == kMean ? per_row.mean() : per_row.sum();
+  }
+  replaceArgs(stack, kArgs, {out, is_target.reshape(target.sizes()).contiguous()});
+  return true;
+}
+
 }  // namespace
 
 void addLossComposites(Register add) {
@@ -305,6 +347,7 @@ void addLossComposites(Register add) {
   add("smooth_l1_loss_backward", smoothL1LossBackward, false);
   add("huber_loss", huberLoss, false);
   add("multi_margin_loss", multiMarginLoss, false);
+  add("multilabel_margin_loss", multilabelMarginLoss, false);
 }
 
 }  // namespace flagos::composite
