@@ -6,7 +6,8 @@ of every dim, padding, 1-D upsampling, max unpooling, equal, count_nonzero,
 isin, heaviside, median, nanmedian, kthvalue, index_fill, index_copy, take,
 conj_physical, put, masked_scatter, complex, polar, searchsorted (a sorter too),
 bucketize, histc, nonzero_static, frexp, nextafter, cdist, pdist,
-erfcx, log_ndtr, ndtri, multi_margin_loss, multilabel_margin_loss, _batch_norm_with_update) and factories whose out= call names the device (eye, linspace, logspace).
+erfcx, log_ndtr, ndtri, multi_margin_loss, multilabel_margin_loss, _batch_norm_with_update,
+histogram) and factories whose out= call names the device (eye, linspace, logspace).
 Each is compared with CPU at its edge cases (infinities, NaN, signed
 zeros, empty and 0-d tensors, integer types, out=, autograd), and
 op_stats() must show that the call did not take the host fallback."""
@@ -919,4 +920,40 @@ def test_multilabel_margin_loss_forward(reduction):
         fwd(x, bad, reduction)
     with pytest.raises(RuntimeError) as dev:
         fwd(x.to(DEV), bad.to(DEV), reduction)
+    assert str(dev.value) == str(cpu.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_histogram_puts_edge_values_where_cpu_does(dtype):
+    """Note [Histogram bins as CPU finds them]: every OpInfo sample, values on
+    and near the edges, ranges that leave values out, weights, density, one
+    repeated value, empty input and given (uneven) edges."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    op = next(o for o in op_db if o.name == "histogram")
+    for s in op.sample_inputs("cpu", dtype):
+        moved = {k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in s.kwargs.items()}
+        args = [v.to(DEV) if isinstance(v, torch.Tensor) else v for v in s.args]
+        got = torch.histogram(s.input.to(DEV), *args, **moved)
+        want = torch.histogram(s.input, *s.args, **s.kwargs)
+        for g_, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g_.cpu(), w, equal_nan=True)
+    g = torch.Generator().manual_seed(6)
+    x = torch.cat([torch.linspace(-1, 1, 21), torch.rand(50, generator=g) * 2 - 1]).to(dtype)
+    w = torch.rand(71, generator=g, dtype=dtype)
+    hist = torch.histogram
+    same(hist, x, 7, exact=False, overloads=["aten::histogram.bin_ct"])
+    same(lambda a, b: hist(a, 10, weight=b, density=True), x, w, exact=False)
+    same(lambda a: hist(a, 5, range=(-0.5, 0.3)), x, exact=False)
+    same(lambda a: hist(a, 4), torch.full((6,), 2.5, dtype=dtype), exact=False)
+    same(lambda a: hist(a, 3), torch.empty(0, dtype=dtype), exact=False)
+    edges = torch.tensor([-1.0, -0.2, 0.0, 0.05, 0.9], dtype=dtype)
+    same(hist, x, edges, exact=False, overloads=["aten::histogram.bins_tensor"])
+    same(lambda a, e, b: hist(a, e, weight=b, density=True), x, edges, w, exact=False)
+    bad = x.clone()
+    bad[3] = NAN
+    with pytest.raises(RuntimeError) as cpu:
+        hist(bad, 4)
+    with pytest.raises(RuntimeError) as dev:
+        hist(bad.to(DEV), 4)
     assert str(dev.value) == str(cpu.value)

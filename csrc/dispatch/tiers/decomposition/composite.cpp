@@ -39,6 +39,7 @@ const Composite* findComposite(const char* id) {
     addScatterReduceComposites(add);
     addFloatBitsComposites(add);
     addDistanceComposites(add);
+    addHistogramComposites(add);
     addLinalgLuComposites(add);
     addLinalgTriangularComposites(add);
     addLinalgOrthogonalComposites(add);

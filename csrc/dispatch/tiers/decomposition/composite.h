@@ -75,6 +75,7 @@ void addSelectionComposites(Register add);
 void addScatterReduceComposites(Register add);
 void addFloatBitsComposites(Register add);
 void addDistanceComposites(Register add);
+void addHistogramComposites(Register add);
 void addLinalgLuComposites(Register add);
 void addLinalgTriangularComposites(Register add);
 void addLinalgOrthogonalComposites(Register add);
