@@ -256,11 +256,18 @@ def test_the_deprecated_triangular_solve_warns_as_cpu(run_python):
     ), proc.stderr
 
 
-def test_the_deprecated_cholesky_warns_and_raises_as_cpu():
+def test_the_deprecated_cholesky_warns_and_raises_as_cpu(run_python):
     A = spd(4, 4)
-    with pytest.warns(UserWarning, match="torch.cholesky is deprecated"):
-        same(*both(torch.cholesky, A, upper=True), torch.float64)
+    same(*both(torch.cholesky, A, upper=True), torch.float64)
     same_error(torch.cholesky, -A)
+    # A fresh process: the warning is given once per process.
+    proc = run_python(
+        "import warnings, torch, flagos_torchfl as ft; ft.initialize(); "
+        "warnings.simplefilter('error'); torch.cholesky(torch.eye(3, device='flagos'))"
+    )
+    assert "torch.cholesky is deprecated in favor of torch.linalg.cholesky" in proc.stderr, (
+        proc.stderr
+    )
 
 
 # -------------------------------------------------------- triangular systems
