@@ -228,7 +228,9 @@ def _local_support(probe: bool = False, family: str | None = None) -> dict[str, 
         elif op_id in kernels["composite"] and (
             not _in_place(name) or op_id in kernels["in_place_composite"]
         ):
-            result = "decomposition" if linalg_ready(op_id) else "fallback"
+            # A linalg composite without its slot members declines; ATen's own
+            # composite kernel (linalg_lstsq's, say) is then the decomposition.
+            result = "decomposition" if linalg_ready(op_id) or cea else "fallback"
         elif entries.get(op_id, {}).get("decompose", True) is False or not (cea or ceanf):
             result = "fallback"
         elif (cea or ceanf) and out in overloads and out != name:
