@@ -819,3 +819,13 @@ def test_integer_extremes_are_exact_in_max_min_and_scatter(dtype):
         torch.zeros(4, dtype=dtype, device=DEV).scatter_(0, index.to(DEV), info.max),
         torch.zeros(4, dtype=dtype).scatter_(0, index, info.max),
     )
+
+
+def test_heaviside_into_a_complex_out_is_cpus_error():
+    """PyTorch's test_binary_ufuncs::test_heaviside_complex: real inputs, complex out=."""
+    real = torch.tensor([0.0, -1.0, 1.0])
+    for device in ("cpu", DEV):
+        out = torch.empty(3, dtype=torch.complex64, device=device)
+        with pytest.raises(RuntimeError, match="heaviside is not yet implemented for complex"):
+            torch.heaviside(real.to(device), real.to(device), out=out)
+    same(torch.heaviside(real.to(DEV), real.to(DEV)), torch.heaviside(real, real))

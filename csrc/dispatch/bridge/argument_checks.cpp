@@ -243,11 +243,14 @@ void floatingOnly(const OverloadSchema&, const c10::IValue* args) {
 }
 
 // heaviside(self, values): CPU's kernel takes one real dtype for both (the
-// generated tier would promote).
-void heavisideTypes(const OverloadSchema&, const c10::IValue* args) {
+// generated tier would promote), and no complex out= either.
+void heavisideTypes(const OverloadSchema& schema, const c10::IValue* args) {
   if (!args[0].isTensor() || !args[1].isTensor()) return;
   const at::Tensor &self = args[0].toTensor(), &values = args[1].toTensor();
-  TORCH_CHECK(!self.is_complex() && !values.is_complex(),
+  const bool complex_out = schema.kind == OutKind::Out && !schema.outputs.empty() &&
+                           args[schema.outputs[0]].isTensor() &&
+                           args[schema.outputs[0]].toTensor().is_complex();
+  TORCH_CHECK(!self.is_complex() && !values.is_complex() && !complex_out,
               "heaviside is not yet implemented for complex tensors.");
   TORCH_CHECK(self.scalar_type() == values.scalar_type(),
               "heaviside is not yet implemented for tensors with different dtypes.");
