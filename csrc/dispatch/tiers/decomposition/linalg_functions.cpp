@@ -45,17 +45,9 @@
 namespace flagos::composite {
 namespace {
 
+using linalg::batchOf;
 using linalg::takes;
-
-std::vector<int64_t> withTail(at::IntArrayRef batch, std::initializer_list<int64_t> tail) {
-  std::vector<int64_t> sizes(batch.begin(), batch.end());
-  sizes.insert(sizes.end(), tail);
-  return sizes;
-}
-
-at::IntArrayRef batchOf(const at::Tensor& t) {
-  return t.sizes().slice(0, t.dim() - 2);
-}
+using linalg::withTail;
 
 // linalg_matrix_exp(self) (Note [Matrix exponential by scaling and squaring]).
 bool matrixExp(const c10::OperatorHandle&, torch::jit::Stack* stack) {

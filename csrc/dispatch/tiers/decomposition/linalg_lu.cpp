@@ -29,6 +29,7 @@ namespace flagos::composite {
 namespace {
 
 using linalg::batchCount;
+using linalg::batchOf;
 using linalg::columnMajor;
 using linalg::columnMajorCopy;
 using linalg::dtypeOf;
@@ -38,15 +39,7 @@ using linalg::ok;
 using linalg::streamOf;
 using linalg::takes;
 using linalg::vectorArg;
-
-std::vector<int64_t> batchOf(const at::Tensor& t) {
-  return std::vector<int64_t>(t.sizes().begin(), t.sizes().end() - 2);
-}
-
-std::vector<int64_t> withTail(std::vector<int64_t> sizes, std::initializer_list<int64_t> tail) {
-  sizes.insert(sizes.end(), tail);
-  return sizes;
-}
+using linalg::withTail;
 
 struct Lu {
   at::Tensor LU, pivots, info;
@@ -58,7 +51,7 @@ std::optional<Lu> luFactor(const at::Tensor& A) {
   const flagosLinalgTable* t = linalg::table();
   if (!t || !t->getrf) return std::nullopt;
   const int64_t m = A.size(-2), n = A.size(-1);
-  const std::vector<int64_t> batch = batchOf(A);
+  const at::IntArrayRef batch = batchOf(A);
   Lu lu{columnMajorCopy(A),
         at::empty(withTail(batch, {std::min(m, n)}), A.options().dtype(at::kInt)),
         at::zeros(batch, A.options().dtype(at::kInt))};

@@ -18,6 +18,7 @@ namespace flagos::composite {
 namespace {
 
 using linalg::batchCount;
+using linalg::batchOf;
 using linalg::columnMajor;
 using linalg::columnMajorCopy;
 using linalg::dtypeOf;
@@ -27,16 +28,7 @@ using linalg::ok;
 using linalg::streamOf;
 using linalg::takes;
 using linalg::vectorArg;
-
-std::vector<int64_t> withTail(at::IntArrayRef batch, std::initializer_list<int64_t> tail) {
-  std::vector<int64_t> sizes(batch.begin(), batch.end());
-  sizes.insert(sizes.end(), tail);
-  return sizes;
-}
-
-at::IntArrayRef batchOf(const at::Tensor& t) {
-  return t.sizes().slice(0, t.dim() - 2);
-}
+using linalg::withTail;
 
 // geqrf of a column-major copy of @p A: (QR, tau); or nullopt.
 std::optional<std::pair<at::Tensor, at::Tensor>> geqrfOf(const at::Tensor& A) {

@@ -59,6 +59,16 @@ at::Tensor columnMajor(const at::Tensor& t) {
   return columnMajorCopy(t);
 }
 
+at::IntArrayRef batchOf(const at::Tensor& t) {
+  return t.sizes().slice(0, t.dim() - 2);
+}
+
+std::vector<int64_t> withTail(at::IntArrayRef batch, std::initializer_list<int64_t> tail) {
+  std::vector<int64_t> sizes(batch.begin(), batch.end());
+  sizes.insert(sizes.end(), tail);
+  return sizes;
+}
+
 int64_t batchCount(const at::Tensor& t) {
   int64_t batch = 1;
   for (int64_t d = 0; d + 2 < t.dim(); ++d) batch *= t.size(d);

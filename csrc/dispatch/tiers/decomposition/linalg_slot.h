@@ -32,6 +32,9 @@
 
 #include <ATen/ATen.h>
 
+#include <initializer_list>
+#include <vector>
+
 #include "flagos/linalg.h"
 
 namespace flagos::composite::linalg {
@@ -54,6 +57,10 @@ at::Tensor columnMajorCopy(const at::Tensor& t);
 // @p t itself when it already has that layout, else such a copy: for
 // operands the library only reads.
 at::Tensor columnMajor(const at::Tensor& t);
+
+// @p t's batch dims (all but the last two), and @p batch followed by @p tail.
+at::IntArrayRef batchOf(const at::Tensor& t);
+std::vector<int64_t> withTail(at::IntArrayRef batch, std::initializer_list<int64_t> tail);
 
 // The number of matrices in @p t (the product of its batch dims).
 int64_t batchCount(const at::Tensor& t);

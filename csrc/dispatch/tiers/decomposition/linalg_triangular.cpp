@@ -18,6 +18,7 @@ namespace flagos::composite {
 namespace {
 
 using linalg::batchCount;
+using linalg::batchOf;
 using linalg::columnMajor;
 using linalg::columnMajorCopy;
 using linalg::dtypeOf;
@@ -25,16 +26,7 @@ using linalg::matrixArg;
 using linalg::ok;
 using linalg::streamOf;
 using linalg::takes;
-
-std::vector<int64_t> withTail(at::IntArrayRef batch, std::initializer_list<int64_t> tail) {
-  std::vector<int64_t> sizes(batch.begin(), batch.end());
-  sizes.insert(sizes.end(), tail);
-  return sizes;
-}
-
-at::IntArrayRef batchOf(const at::Tensor& t) {
-  return t.sizes().slice(0, t.dim() - 2);
-}
+using linalg::withTail;
 
 // The Cholesky factor of @p A in its @p upper or lower triangle, the other
 // zeroed (CPU's result also after a failed factorization), and info; or
