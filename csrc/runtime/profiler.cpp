@@ -25,6 +25,7 @@
 #ifdef FLAGOS_HAVE_KINETO_PROFILER
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <ctime>
 #include <set>
 #include <vector>
@@ -160,6 +161,27 @@ int64_t clockNs(clockid_t clock) {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+// CLOCK_REALTIME minus CLOCK_MONOTONIC, read between two monotonic reads: a
+// thread taken off the core between the reads would shift every record by
+// the time it was away (hundreds of microseconds on a loaded machine, and
+// then device records end after the operator that waited for them). Of a
+// few brackets the tightest is kept, and its midpoint stands for the
+// instant of the realtime read (torch's clock converter does the same).
+int64_t realtimeMinusMonotonicNs() {
+  int64_t best_width = INT64_MAX;
+  int64_t offset = 0;
+  for (int i = 0; i < 32; ++i) {
+    const int64_t before = clockNs(CLOCK_MONOTONIC);
+    const int64_t real = clockNs(CLOCK_REALTIME);
+    const int64_t after = clockNs(CLOCK_MONOTONIC);
+    if (after - before < best_width) {
+      best_width = after - before;
+      offset = real - (before + (after - before) / 2);
+    }
+  }
+  return offset;
+}
+
 // Note [Correlation ids of the flagos session]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Kineto calls pushCorrelationId(id) / popCorrelationId() on every child
@@ -177,12 +199,13 @@ thread_local std::vector<uint64_t> t_correlation;
 // Records arrive on CLOCK_MONOTONIC (trace.h); Kineto's capture window and
 // torch's CPU_OP times are Unix-epoch nanoseconds (system_clock, through
 // torch's ApproximateClockToUnixTimeConverter). We sample both clocks at
-// start() and shift every record by the difference, then keep only records
-// inside the capture window processTrace is given.
+// start() (realtimeMinusMonotonicNs: the tightest of several brackets) and
+// shift every record by the difference, then keep only records inside the
+// capture window processTrace is given.
 class FlagosKinetoSession final : public libkineto::IActivityProfilerSession {
  public:
   void start() override {
-    offset_ns_ = clockNs(CLOCK_REALTIME) - clockNs(CLOCK_MONOTONIC);
+    offset_ns_ = realtimeMinusMonotonicNs();
     enabled_ = tryEnable();
   }
 
