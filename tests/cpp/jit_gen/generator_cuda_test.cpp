@@ -4,11 +4,6 @@
 // kernels in each mode. (Every call the other generator tests run through
 // runC is compiled for CUDA too: nvrtc_harness.h.) Running them is the
 // device check's job (scripts/device_check.sh).
-#include <algorithm>
-#include <atomic>
-#include <mutex>
-#include <thread>
-
 #include "generator_harness.h"
 #include "jit/gen/fused.h"
 
@@ -36,26 +31,9 @@ bool emitted(const Recipe& r, const Call& call, Variant v, std::vector<Source>* 
   return true;
 }
 
-// Compiles every source, on as many threads as the machine has cores (NVRTC
-// is thread-safe; each build takes tens of milliseconds).
-void buildAll(Nvrtc* nvrtc, const std::vector<Source>& sources) {
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  std::vector<std::string> failures;
-  auto work = [&] {
-    for (size_t i = next++; i < sources.size(); i = next++) {
-      std::string why;
-      if (!nvrtc->build(sources[i], &why)) {
-        std::lock_guard<std::mutex> lock(mu);
-        failures.push_back(sources[i].kernel_name + ":\n" + why);
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
-    threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
+// Builds every source (nvrtc_harness.h: batched, on every core).
+void expectAllBuild(Nvrtc* nvrtc, const std::vector<Source>& sources) {
+  const std::vector<std::string> failures = buildAll(nvrtc, sources);
   EXPECT_TRUE(failures.empty()) << failures.size() << " rejected; the first:\n"
                                 << (failures.empty() ? "" : failures[0]);
 }
@@ -99,7 +77,7 @@ TEST(CudaGenerated, EveryPointwiseKernelBuilds) {
       }
     }
   }
-  buildAll(nvrtc, sources);
+  expectAllBuild(nvrtc, sources);
   std::printf("%d pointwise kernels of %d operators built for sm_90\n", built, rows);
   EXPECT_GT(built, 900);
 }
@@ -151,7 +129,7 @@ TEST(CudaGenerated, ReductionsAndRowOperatorsInEachStrategy) {
       }
     }
   }
-  buildAll(nvrtc, sources);
+  expectAllBuild(nvrtc, sources);
   std::printf("%d reduction and row kernels built for sm_90\n", built);
   EXPECT_GT(built, 300);
 }
