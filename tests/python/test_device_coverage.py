@@ -3,7 +3,7 @@ kernels (logaddexp2, xlog1py, entr, angle, round with decimals, zeta,
 polygamma) and composites of device operators (var_mean, std_mean, norm,
 nansum, aminmax, trace, vdot, linalg_cross, glu, prelu, log_sigmoid, flip
 of every dim, padding, 1-D upsampling, max unpooling, equal, count_nonzero,
-isin, heaviside, median, nanmedian, kthvalue, index_fill, index_copy, take,
+isin, heaviside, median, nanmedian, kthvalue, mode, index_fill, index_copy, take,
 conj_physical, put, masked_scatter, complex, polar, searchsorted (a sorter too),
 bucketize, histc, nonzero_static, frexp, nextafter, cdist, pdist,
 erfcx, log_ndtr, ndtri, multi_margin_loss, multilabel_margin_loss, _batch_norm_with_update,
@@ -409,6 +409,27 @@ def test_median_nanmedian_and_kthvalue_pick_cpus_element():
         on_device(torch.kthvalue, x, 8, 1)
     with pytest.raises((RuntimeError, IndexError)):
         on_device(torch.median, torch.empty(0, 3), 0)
+
+
+def test_mode_picks_cpus_value_and_index():
+    """Note [The mode from runs of a sorted row]: the smallest of the most
+    frequent values, and the last index of it (rows short enough that CPU's
+    sort keeps equal values in order)."""
+    torch.manual_seed(0)
+    names = ["aten::mode"]
+    x = torch.randint(-2, 3, (6, 9))
+    same(torch.mode, x, 1, overloads=names)
+    same(torch.mode, x, 0, keepdim=True, overloads=names)
+    same(torch.mode, x.float().t(), -1, overloads=names)  # strided rows
+    same(torch.mode, x.to(torch.int8), overloads=names)
+    same(torch.mode, torch.tensor([[3.0, 1.0, 3.0, 1.0, -0.0, 0.0, 2.0]]), 1, overloads=names)
+    same(torch.mode, torch.tensor([INF, -INF, INF, 5.0]).double(), 0, overloads=names)
+    same(torch.mode, torch.tensor(4.5), 0, overloads=names)  # 0-d: itself, index 0
+    same(torch.mode, torch.randn(3, 1), 1, overloads=names)  # rows of one
+    # NaN has no rank: CPU's walk sees each NaN as a run of one (host tier).
+    same(torch.mode, torch.tensor([[NAN, 1.0, NAN, 2.0, 2.0]]), 1)
+    with pytest.raises((RuntimeError, IndexError)):
+        on_device(torch.mode, torch.randn(2, 3), 2)
 
 
 def test_index_fill_index_copy_and_take():

@@ -1,5 +1,5 @@
-// Order statistics from a stable sort: median, nanmedian and kthvalue,
-// values and indices as CPU picks them; searchsorted and bucketize by
+// Order statistics from a stable sort: median, nanmedian, kthvalue and
+// mode, values and indices as CPU picks them; searchsorted and bucketize by
 // counting comparisons.
 //
 // Note [Medians from a stable sort]
@@ -14,6 +14,20 @@
 // Where CPU's order leaves ties to its quickselect (kthvalue's equal values,
 // a nanmedian row of NaNs), the index may differ; the value never does.
 // Empty inputs and out-of-range arguments take the host tier and its error.
+//
+// Note [The mode from runs of a sorted row]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// CPU's mode sorts each row's (value, index) pairs by value and walks the
+// runs of equal values: the first longest run wins (so the smallest of
+// equally frequent values), and its index is that of the run's last pair.
+// On the device: a stable sort, the start of each element's run (a cummax
+// of the positions where the value changes), each run's length at its last
+// element, and the first maximum of those lengths. A stable sort ends each
+// run with the largest index, which is what CPU's sort gives rows short
+// enough for its insertion sort; over longer rows with repeated values
+// CPU's unstable sort may leave another index of the same value last. Rows
+// holding NaN (which no order ranks, and CPU's walk sees as runs of one)
+// take the host tier.
 //
 // Note [Search by counting]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -30,6 +44,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dispatch/tiers/decomposition/composite.h"
 #include "dispatch/tiers/decomposition/stack_args.h"
@@ -121,6 +136,43 @@ bool kthvalue(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
+// mode(self, dim, keepdim) -> (values, indices): Note [The mode from runs of a
+// sorted row].
+bool mode(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 3;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isInt() || !a[2].isBool()) return false;
+  const at::Tensor self = a[0].toTensor();
+  const int64_t dim = wrapDim(a[1].toInt(), std::max<int64_t>(self.dim(), 1));
+  if (!usableOrdered(self) || dim < 0) return false;
+  if (self.is_floating_point() && at::isnan(self).any().item<bool>()) return false;
+  const at::Tensor x = self.dim() == 0 ? self.reshape({1}) : self;
+  const int64_t n = x.size(dim);
+  const auto [values, indices] = x.sort(/*stable=*/true, dim, /*descending=*/false);
+  std::vector<int64_t> along(x.dim(), 1);
+  along[dim] = n;
+  const at::Tensor pos = at::arange(n, x.options().dtype(at::kLong)).reshape(along);
+  // changed[j]: element j starts a run; its last element is the one before.
+  const at::Tensor changed = values.narrow(dim, 1, n - 1) != values.narrow(dim, 0, n - 1);
+  std::vector<int64_t> one = x.sizes().vec();
+  one[dim] = 1;
+  const at::Tensor edge = at::ones(one, changed.options());
+  const at::Tensor starts = at::cat({edge, changed}, dim), ends = at::cat({changed, edge}, dim);
+  const at::Tensor run_start = std::get<0>(at::where(starts, pos, 0).cummax(dim));
+  const at::Tensor length = at::where(ends, pos - run_start + 1, 0);
+  const at::Tensor k = length.argmax(dim, /*keepdim=*/true);
+  at::Tensor v = values.gather(dim, k), i = indices.gather(dim, k);
+  if (self.dim() == 0) {
+    v = v.reshape({});
+    i = i.reshape({});
+  } else if (!a[2].toBool()) {
+    v = v.squeeze(dim);
+    i = i.squeeze(dim);
+  }
+  replaceArgs(stack, kArgs, {v, i});
+  return true;
+}
+
 // Comparisons one search may make (Note [Search by counting]).
 constexpr int64_t kMaxCompared = int64_t{1} << 24;
 
@@ -202,6 +254,7 @@ void addSelectionComposites(Register add) {
   add("median_dim", medianDim<Pick::kMedian>, false);
   add("nanmedian_dim", medianDim<Pick::kNanMedian>, false);
   add("kthvalue", kthvalue, false);
+  add("mode", mode, false);
 }
 
 }  // namespace flagos::composite
