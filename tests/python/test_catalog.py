@@ -6,6 +6,7 @@ The OpInfo sweep over every catalog operator is test_opinfo_catalog.py.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -147,6 +148,31 @@ def tiers(op_name: str) -> dict[str, int]:
 
 
 @needs_catalog
+def matrix_pythons() -> list[Path]:
+    """The torch-matrix virtualenvs scripts/torch_env.sh cached on this machine."""
+    root = Path(os.environ.get("FLAGOS_ENV_CACHE", "/var/cache/flagos-torchfl"))
+    return sorted(root.glob("venv-torch-*/bin/python"))
+
+
+@pytest.mark.no_core
+@pytest.mark.parametrize("python", matrix_pythons() or [None], ids=lambda p: p and p.parts[-3])
+def test_the_catalog_validates_against_every_cached_torch(python, tmp_path):
+    """The catalog is checked against each torch of the matrix it is cached
+    for, in seconds: a CI run once failed two releases' builds on an overload
+    those releases removed (aten::cholesky), after the main suite had passed
+    on this machine's torch."""
+    if python is None:
+        pytest.skip("no torch-matrix virtualenv cached here (scripts/torch_env.sh makes them)")
+    proc = subprocess.run(
+        [str(python), str(GEN), "--catalog", str(CATALOG), "--out-dir", str(tmp_path / "gen")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
 def test_catalog_overloads_are_routed():
     rows = dict(r.split("=", 1) for r in torch.ops.flagos._catalog_overloads())
     assert rows["aten::add.Tensor"] == "add"
