@@ -52,7 +52,7 @@
 namespace flagos::composite {
 namespace {
 
-enum class Pick { kMedian, kNanMedian };
+enum class Pick { kMedian, kNanMedian, kMode };
 
 // The values and indices at per-row position @p k (a long tensor with the
 // size-1 dim @p dim) of @p self sorted along @p dim.
@@ -94,20 +94,23 @@ bool medianAll(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   return true;
 }
 
-// median.dim / nanmedian.dim(self, dim, keepdim) -> (values, indices).
-template <Pick kPick>
-bool medianDim(const c10::OperatorHandle&, torch::jit::Stack* stack) {
-  constexpr int kArgs = 3;
-  const c10::IValue* a = argsOf(*stack, kArgs);
-  if (!a || !a[0].isTensor() || !a[1].isInt() || !a[2].isBool()) return false;
-  const at::Tensor self = a[0].toTensor();
-  const int64_t dim = wrapDim(a[1].toInt(), std::max<int64_t>(self.dim(), 1));
-  if (!usableOrdered(self) || dim < 0) return false;
+// An order statistic along a dim, (values, indices) in place of the @p kArgs
+// arguments: @p self sorted stably along @p dim (a 0-d self as one element),
+// and @p position(x, sorted_values) giving each row's k (a long tensor with
+// the size-1 dim).
+template <typename Position>
+bool pickAlongDim(torch::jit::Stack* stack, int kArgs, const at::Tensor& self, int64_t dim,
+                  bool keepdim, Position position) {
   const at::Tensor x = self.dim() == 0 ? self.reshape({1}) : self;
-  auto [v, i] = pickSorted(x, dim, medianPosition(x, dim, kPick), a[2].toBool());
+  const auto [values, indices] = x.sort(/*stable=*/true, dim, /*descending=*/false);
+  const at::Tensor k = position(x, values);
+  at::Tensor v = values.gather(dim, k), i = indices.gather(dim, k);
   if (self.dim() == 0) {
     v = v.reshape({});
     i = i.reshape({});
+  } else if (!keepdim) {
+    v = v.squeeze(dim);
+    i = i.squeeze(dim);
   }
   replaceArgs(stack, kArgs, {v, i});
   return true;
@@ -121,56 +124,49 @@ bool kthvalue(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   const at::Tensor self = a[0].toTensor();
   const int64_t dim = wrapDim(a[2].toInt(), std::max<int64_t>(self.dim(), 1));
   if (!usableOrdered(self) || dim < 0) return false;
-  const at::Tensor x = self.dim() == 0 ? self.reshape({1}) : self;
   const int64_t k = a[1].toInt();
-  if (k < 1 || k > x.size(dim)) return false;  // CPU's error
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape[dim] = 1;
-  auto [v, i] =
-      pickSorted(x, dim, at::full(shape, k - 1, x.options().dtype(at::kLong)), a[3].toBool());
-  if (self.dim() == 0) {
-    v = v.reshape({});
-    i = i.reshape({});
-  }
-  replaceArgs(stack, kArgs, {v, i});
-  return true;
+  if (k < 1 || k > (self.dim() == 0 ? 1 : self.size(dim))) return false;  // CPU's error
+  return pickAlongDim(stack, kArgs, self, dim, a[3].toBool(),
+                      [&](const at::Tensor& x, const at::Tensor&) {
+                        std::vector<int64_t> shape = x.sizes().vec();
+                        shape[dim] = 1;
+                        return at::full(shape, k - 1, x.options().dtype(at::kLong));
+                      });
 }
 
-// mode(self, dim, keepdim) -> (values, indices): Note [The mode from runs of a
-// sorted row].
-bool mode(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+// Each row's k for mode: Note [The mode from runs of a sorted row].
+at::Tensor modePosition(const at::Tensor& values, int64_t dim) {
+  const int64_t n = values.size(dim);
+  std::vector<int64_t> along(values.dim(), 1);
+  along[dim] = n;
+  const at::Tensor pos = at::arange(n, values.options().dtype(at::kLong)).reshape(along);
+  // changed[j]: element j + 1 starts a run, element j ends one.
+  const at::Tensor changed = values.narrow(dim, 1, n - 1) != values.narrow(dim, 0, n - 1);
+  std::vector<int64_t> one = values.sizes().vec();
+  one[dim] = 1;
+  const at::Tensor edge = at::ones(one, changed.options());
+  const at::Tensor starts = at::cat({edge, changed}, dim), ends = at::cat({changed, edge}, dim);
+  const at::Tensor run_start = std::get<0>(at::where(starts, pos, 0).cummax(dim));
+  const at::Tensor length = at::where(ends, pos - run_start + 1, 0);
+  return length.argmax(dim, /*keepdim=*/true);
+}
+
+// median.dim / nanmedian.dim / mode(self, dim, keepdim) -> (values, indices).
+// A mode over NaN takes the host tier (Note [The mode from runs of a sorted row]).
+template <Pick kPick>
+bool alongDim(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   constexpr int kArgs = 3;
   const c10::IValue* a = argsOf(*stack, kArgs);
   if (!a || !a[0].isTensor() || !a[1].isInt() || !a[2].isBool()) return false;
   const at::Tensor self = a[0].toTensor();
   const int64_t dim = wrapDim(a[1].toInt(), std::max<int64_t>(self.dim(), 1));
   if (!usableOrdered(self) || dim < 0) return false;
-  if (self.is_floating_point() && at::isnan(self).any().item<bool>()) return false;
-  const at::Tensor x = self.dim() == 0 ? self.reshape({1}) : self;
-  const int64_t n = x.size(dim);
-  const auto [values, indices] = x.sort(/*stable=*/true, dim, /*descending=*/false);
-  std::vector<int64_t> along(x.dim(), 1);
-  along[dim] = n;
-  const at::Tensor pos = at::arange(n, x.options().dtype(at::kLong)).reshape(along);
-  // changed[j]: element j starts a run; its last element is the one before.
-  const at::Tensor changed = values.narrow(dim, 1, n - 1) != values.narrow(dim, 0, n - 1);
-  std::vector<int64_t> one = x.sizes().vec();
-  one[dim] = 1;
-  const at::Tensor edge = at::ones(one, changed.options());
-  const at::Tensor starts = at::cat({edge, changed}, dim), ends = at::cat({changed, edge}, dim);
-  const at::Tensor run_start = std::get<0>(at::where(starts, pos, 0).cummax(dim));
-  const at::Tensor length = at::where(ends, pos - run_start + 1, 0);
-  const at::Tensor k = length.argmax(dim, /*keepdim=*/true);
-  at::Tensor v = values.gather(dim, k), i = indices.gather(dim, k);
-  if (self.dim() == 0) {
-    v = v.reshape({});
-    i = i.reshape({});
-  } else if (!a[2].toBool()) {
-    v = v.squeeze(dim);
-    i = i.squeeze(dim);
-  }
-  replaceArgs(stack, kArgs, {v, i});
-  return true;
+  if (kPick == Pick::kMode && self.is_floating_point() && at::isnan(self).any().item<bool>())
+    return false;
+  return pickAlongDim(
+      stack, kArgs, self, dim, a[2].toBool(), [&](const at::Tensor& x, const at::Tensor& values) {
+        return kPick == Pick::kMode ? modePosition(values, dim) : medianPosition(x, dim, kPick);
+      });
 }
 
 // Comparisons one search may make (Note [Search by counting]).
@@ -251,10 +247,10 @@ void addSelectionComposites(Register add) {
   add("bucketize", bucketize, false);
   add("median", medianAll<Pick::kMedian>, false);
   add("nanmedian", medianAll<Pick::kNanMedian>, false);
-  add("median_dim", medianDim<Pick::kMedian>, false);
-  add("nanmedian_dim", medianDim<Pick::kNanMedian>, false);
+  add("median_dim", alongDim<Pick::kMedian>, false);
+  add("nanmedian_dim", alongDim<Pick::kNanMedian>, false);
   add("kthvalue", kthvalue, false);
-  add("mode", mode, false);
+  add("mode", alongDim<Pick::kMode>, false);
 }
 
 }  // namespace flagos::composite
