@@ -2,7 +2,7 @@
 kernels (logaddexp2, xlog1py, entr, angle, round with decimals, zeta,
 polygamma) and composites of device operators (var_mean, std_mean, norm,
 nansum, aminmax, trace, vdot, linalg_cross, glu, prelu, log_sigmoid, flip
-of every dim, padding, 1-D upsampling, max unpooling, equal, count_nonzero,
+of every dim, padding, 1-D upsampling, nearest-exact upsampling, max unpooling, equal, count_nonzero,
 isin, heaviside, median, nanmedian, kthvalue, mode, index_fill, index_copy, take,
 conj_physical, put, masked_scatter, complex, polar, searchsorted (a sorter too),
 bucketize, histc, nonzero_static, frexp, nextafter, cdist, pdist,
@@ -253,6 +253,41 @@ def test_one_dimensional_upsampling_and_its_gradient(kwargs):
     torch.nn.functional.interpolate(a, **kwargs).pow(2).sum().backward()
     torch.testing.assert_close(b.grad.cpu(), a.grad)
     assert not [k for k, v in ft.op_stats().items() if "upsample" in k and v.get("fallback")]
+
+
+@pytest.mark.parametrize(
+    "shape, kwargs",
+    [
+        ((2, 3, 7), {"size": 12}),
+        ((2, 3, 7), {"size": 4}),
+        ((1, 2, 5), {"scale_factor": 1.7}),
+        ((1, 1, 3), {"scale_factor": 3.0000001}),  # 1 / scale, rounded as CPU's float
+        ((2, 1, 5, 6), {"size": (9, 4)}),
+        ((1, 2, 4, 5), {"scale_factor": (2.3, 0.7)}),
+        ((1, 1, 3, 4, 5), {"size": (5, 7, 2)}),
+    ],
+)
+def test_nearest_exact_upsampling_and_its_gradient(shape, kwargs):
+    """CPU's source index min(floorf((i + 0.5f) * scale), n - 1), each spatial
+    dim an index_select; the gradient an index_add over the same sources."""
+    import flagos_torchfl as ft
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    x = torch.randn(shape, requires_grad=True)
+    xd = x.detach().to(DEV).requires_grad_()
+    ft.reset_op_stats()
+    y = F.interpolate(x, mode="nearest-exact", **kwargs)
+    yd = F.interpolate(xd, mode="nearest-exact", **kwargs)
+    g = torch.randn_like(y)
+    y.backward(g)
+    yd.backward(g.to(DEV))
+    assert torch.equal(yd.detach().cpu(), y)
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+    name = f"aten::_upsample_nearest_exact{len(shape) - 2}d"
+    stats = ft.op_stats()
+    for op in (name, name + "_backward"):
+        assert stats[op].get("decomposition", 0) >= 1 and "fallback" not in stats[op], stats[op]
 
 
 @pytest.mark.parametrize("spatial", [1, 2, 3])

@@ -8,10 +8,15 @@
 //    kernels over a height of 1, which reproduces the 1-D index and weight
 //    formulas (a height of 1 maps to itself with weight 1);
 //  - max_unpool2d and max_unpool3d: a scatter of the values to their saved
-//    indices in a zeroed output; indices outside it are CPU's error.
+//    indices in a zeroed output; indices outside it are CPU's error;
+//  - _upsample_nearest_exact{1,2,3}d and backwards: an index_select per
+//    spatial dim (index_add backwards), as padding is, with CPU's source
+//    index min(floorf((i + 0.5f) * scale), n - 1) in float, scale being
+//    1 / scales when given and positive, else in / out (UpSample.h).
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -101,6 +106,85 @@ bool padBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   for (auto d = dims->rbegin(); d != dims->rend(); ++d) {
     std::vector<int64_t> shape(g.sizes().begin(), g.sizes().end());
     shape[d->dim] = self.size(d->dim);
+    g = at::zeros(shape, g.options()).index_add_(d->dim, d->from, g);
+  }
+  replaceArgs(stack, kArgs, {g});
+  return true;
+}
+
+// The source of each of @p out positions of one nearest-exact dim of @p in
+// (CPU's float formula, above); empty when CPU refuses the sizes.
+std::vector<int64_t> nearestExactSources(int64_t in, int64_t out, const c10::IValue& scales) {
+  std::vector<int64_t> from;
+  if (in <= 0 || out <= 0 || !(scales.isNone() || scales.isDouble())) return from;
+  const float scale = scales.isDouble() && scales.toDouble() > 0.
+                          ? static_cast<float>(1.0 / scales.toDouble())
+                          : static_cast<float>(in) / static_cast<float>(out);
+  for (int64_t i = 0; i < out; ++i) {
+    const float src = std::floor((static_cast<float>(i) + 0.5f) * scale);
+    from.push_back(std::min(static_cast<int64_t>(src), in - 1));
+  }
+  return from;
+}
+
+// Each spatial dim of a (batch, channel, spatial...) tensor of @p in_size
+// resized to @p out_size, with its sources on @p device; nullopt when CPU
+// refuses. @p scales: the kSpatial scale arguments.
+std::optional<std::vector<PaddedDim>> nearestExactDims(const std::vector<int64_t>& in_size,
+                                                       const std::vector<int64_t>& out_size,
+                                                       const c10::IValue* scales,
+                                                       c10::Device device) {
+  const size_t spatial = out_size.size();
+  if (in_size.size() != spatial + 2) return std::nullopt;
+  std::vector<PaddedDim> dims;
+  for (size_t k = 0; k < spatial; ++k) {
+    const std::vector<int64_t> from = nearestExactSources(in_size[k + 2], out_size[k], scales[k]);
+    if (from.empty()) return std::nullopt;
+    dims.push_back({static_cast<int64_t>(k + 2),
+                    at::tensor(from, at::TensorOptions().dtype(at::kLong)).to(device)});
+  }
+  return dims;
+}
+
+// _upsample_nearest_exact{N}d(self, output_size, scales...).
+template <int kSpatial>
+bool upsampleNearestExact(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 2 + kSpatial;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isIntList()) return false;
+  const at::Tensor self = a[0].toTensor();
+  const std::vector<int64_t> size = a[1].toIntVector();
+  if (!onDevice(self) || !at::isFloatingType(self.scalar_type()) || self.dim() != kSpatial + 2 ||
+      size.size() != kSpatial || self.numel() == 0)
+    return false;
+  const auto dims = nearestExactDims(self.sizes().vec(), size, a + 2, self.device());
+  if (!dims) return false;
+  at::Tensor out = self;
+  for (const PaddedDim& d : *dims) out = out.index_select(d.dim, d.from);
+  replaceArgs(stack, kArgs, {out.contiguous(self.suggest_memory_format())});
+  return true;
+}
+
+// _upsample_nearest_exact{N}d_backward(grad_output, output_size, input_size,
+// scales...): each output's gradient added to its source, dim by dim.
+template <int kSpatial>
+bool upsampleNearestExactBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  constexpr int kArgs = 3 + kSpatial;
+  const c10::IValue* a = argsOf(*stack, kArgs);
+  if (!a || !a[0].isTensor() || !a[1].isIntList() || !a[2].isIntList()) return false;
+  const at::Tensor grad = a[0].toTensor();
+  const std::vector<int64_t> out_size = a[1].toIntVector(), in_size = a[2].toIntVector();
+  if (!onDevice(grad) || !at::isFloatingType(grad.scalar_type()) || grad.dim() != kSpatial + 2 ||
+      out_size.size() != kSpatial)
+    return false;
+  const auto dims = nearestExactDims(in_size, out_size, a + 3, grad.device());
+  if (!dims || grad.size(0) != in_size[0] || grad.size(1) != in_size[1]) return false;
+  for (int k = 0; k < kSpatial; ++k)
+    if (grad.size(k + 2) != out_size[k]) return false;  // CPU's error
+  at::Tensor g = grad;
+  for (auto d = dims->rbegin(); d != dims->rend(); ++d) {
+    std::vector<int64_t> shape = g.sizes().vec();
+    shape[d->dim] = in_size[d->dim];
     g = at::zeros(shape, g.options()).index_add_(d->dim, d->from, g);
   }
   replaceArgs(stack, kArgs, {g});
@@ -242,6 +326,12 @@ void addResamplingComposites(Register add) {
   add("upsample_linear1d_backward", upsampleLinear1dBackward, false);
   add("max_unpool2d", maxUnpool<2>, false);
   add("max_unpool3d", maxUnpool<3>, false);
+  add("upsample_nearest_exact1d", upsampleNearestExact<1>, false);
+  add("upsample_nearest_exact2d", upsampleNearestExact<2>, false);
+  add("upsample_nearest_exact3d", upsampleNearestExact<3>, false);
+  add("upsample_nearest_exact1d_backward", upsampleNearestExactBackward<1>, false);
+  add("upsample_nearest_exact2d_backward", upsampleNearestExactBackward<2>, false);
+  add("upsample_nearest_exact3d_backward", upsampleNearestExactBackward<3>, false);
 }
 
 }  // namespace flagos::composite
