@@ -52,18 +52,36 @@ std::vector<int64_t> paddedSources(int64_t n, int64_t lo, int64_t hi, bool refle
 
 // The padded dims of @p self for a padding list (last dim first, lo/hi
 // pairs) and each one's source indices on the device; nullopt if CPU refuses.
-struct PaddedDim {
+struct SourceDim {
   int64_t dim;
   at::Tensor from;
 };
-std::optional<std::vector<PaddedDim>> paddedDims(const at::Tensor& self,
+
+// @p self with each of @p dims replaced by its sources (an index_select a dim).
+at::Tensor selectSources(at::Tensor self, const std::vector<SourceDim>& dims) {
+  for (const SourceDim& d : dims) self = self.index_select(d.dim, d.from);
+  return self;
+}
+
+// The backward of selectSources: each position's gradient added to its
+// source, dim by dim in the reverse order; @p sizes: the sizes of the input.
+at::Tensor addToSources(at::Tensor grad, const std::vector<SourceDim>& dims,
+                        c10::IntArrayRef sizes) {
+  for (auto d = dims.rbegin(); d != dims.rend(); ++d) {
+    std::vector<int64_t> shape = grad.sizes().vec();
+    shape[d->dim] = sizes[d->dim];
+    grad = at::zeros(shape, grad.options()).index_add_(d->dim, d->from, grad);
+  }
+  return grad;
+}
+std::optional<std::vector<SourceDim>> paddedDims(const at::Tensor& self,
                                                  const std::vector<int64_t>& pad, int spatial,
                                                  bool reflect) {
   // CPU takes a batched (spatial + 2 dims) or unbatched (spatial + 1) input.
   if (static_cast<int>(pad.size()) != 2 * spatial ||
       (self.dim() != spatial + 1 && self.dim() != spatial + 2))
     return std::nullopt;
-  std::vector<PaddedDim> dims;
+  std::vector<SourceDim> dims;
   for (int k = 0; k < spatial; ++k) {
     const int64_t dim = self.dim() - 1 - k;
     const std::vector<int64_t> from =
@@ -84,9 +102,7 @@ bool pad(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   if (!onDevice(self)) return false;  // an empty batch pads, as on CPU
   const auto dims = paddedDims(self, a[1].toIntVector(), kSpatial, kReflect);
   if (!dims) return false;
-  at::Tensor out = self;
-  for (const PaddedDim& d : *dims) out = out.index_select(d.dim, d.from);
-  replaceArgs(stack, kArgs, {out.contiguous()});
+  replaceArgs(stack, kArgs, {selectSources(self, *dims).contiguous()});
   return true;
 }
 
@@ -102,13 +118,7 @@ bool padBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   if (!onDevice(grad) || !onDevice(self) || !at::isFloatingType(grad.scalar_type())) return false;
   const auto dims = paddedDims(self, a[2].toIntVector(), kSpatial, kReflect);
   if (!dims) return false;
-  at::Tensor g = grad;
-  for (auto d = dims->rbegin(); d != dims->rend(); ++d) {
-    std::vector<int64_t> shape(g.sizes().begin(), g.sizes().end());
-    shape[d->dim] = self.size(d->dim);
-    g = at::zeros(shape, g.options()).index_add_(d->dim, d->from, g);
-  }
-  replaceArgs(stack, kArgs, {g});
+  replaceArgs(stack, kArgs, {addToSources(grad, *dims, self.sizes())});
   return true;
 }
 
@@ -130,13 +140,13 @@ std::vector<int64_t> nearestExactSources(int64_t in, int64_t out, const c10::IVa
 // Each spatial dim of a (batch, channel, spatial...) tensor of @p in_size
 // resized to @p out_size, with its sources on @p device; nullopt when CPU
 // refuses. @p scales: the kSpatial scale arguments.
-std::optional<std::vector<PaddedDim>> nearestExactDims(const std::vector<int64_t>& in_size,
+std::optional<std::vector<SourceDim>> nearestExactDims(const std::vector<int64_t>& in_size,
                                                        const std::vector<int64_t>& out_size,
                                                        const c10::IValue* scales,
                                                        c10::Device device) {
   const size_t spatial = out_size.size();
   if (in_size.size() != spatial + 2) return std::nullopt;
-  std::vector<PaddedDim> dims;
+  std::vector<SourceDim> dims;
   for (size_t k = 0; k < spatial; ++k) {
     const std::vector<int64_t> from = nearestExactSources(in_size[k + 2], out_size[k], scales[k]);
     if (from.empty()) return std::nullopt;
@@ -159,9 +169,7 @@ bool upsampleNearestExact(const c10::OperatorHandle&, torch::jit::Stack* stack) 
     return false;
   const auto dims = nearestExactDims(self.sizes().vec(), size, a + 2, self.device());
   if (!dims) return false;
-  at::Tensor out = self;
-  for (const PaddedDim& d : *dims) out = out.index_select(d.dim, d.from);
-  replaceArgs(stack, kArgs, {out.contiguous(self.suggest_memory_format())});
+  replaceArgs(stack, kArgs, {selectSources(self, *dims).contiguous(self.suggest_memory_format())});
   return true;
 }
 
@@ -181,13 +189,7 @@ bool upsampleNearestExactBackward(const c10::OperatorHandle&, torch::jit::Stack*
   if (!dims || grad.size(0) != in_size[0] || grad.size(1) != in_size[1]) return false;
   for (int k = 0; k < kSpatial; ++k)
     if (grad.size(k + 2) != out_size[k]) return false;  // CPU's error
-  at::Tensor g = grad;
-  for (auto d = dims->rbegin(); d != dims->rend(); ++d) {
-    std::vector<int64_t> shape = g.sizes().vec();
-    shape[d->dim] = in_size[d->dim];
-    g = at::zeros(shape, g.options()).index_add_(d->dim, d->from, g);
-  }
-  replaceArgs(stack, kArgs, {g});
+  replaceArgs(stack, kArgs, {addToSources(grad, *dims, in_size)});
   return true;
 }
 
